@@ -1,0 +1,207 @@
+"""Reading recorded watch-event logs, whatever their format, as batches of events and bad records.
+
+Formats are told apart by content, so users need not say what they have: JSON lines (the API server's
+watch stream, or `crashwatch record`), kubectl's pretty-printed objects back to back, a List document,
+YAML (one or several documents), any of them gzip-compressed, and `-` for standard input. Each record is
+decoded by `stream.decode`, the same code the live watch uses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import IO, Any, cast
+
+import yaml
+
+from stream.decode import Decoded, RecordProblem, decode_json, from_value
+from stream.events import BadRecord, WatchEvent
+
+BATCH = 256
+LogItem = WatchEvent | BadRecord
+
+
+class LogUnreadable(Exception):
+    """A log that cannot be opened or read at all (missing, a folder, no permission)."""
+
+
+@dataclass
+class LogSource:
+    """One LOG argument, opened. `name` is how messages refer to it."""
+
+    name: str
+    stream: IO[bytes]
+    yaml: bool
+
+    def close(self) -> None:
+        if self.stream is not sys.stdin.buffer:
+            self.stream.close()
+
+
+def open_log(path: str, stdin: IO[bytes] | None = None) -> LogSource:
+    """Open a log and detect compression; raise LogUnreadable with a one-line reason."""
+    name = "<stdin>" if path == "-" else path
+    try:
+        raw: IO[bytes] = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115
+    except IsADirectoryError:
+        raise LogUnreadable(f"{name}: is a directory, not a log") from None
+    except OSError as exc:
+        raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
+    buffered = raw if hasattr(raw, "peek") else _Buffered(raw)
+    try:
+        head = buffered.peek(2)[:2]  # type: ignore[attr-defined]
+    except OSError as exc:
+        raise LogUnreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
+    stream: IO[bytes] = buffered
+    if head == b"\x1f\x8b":
+        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
+    base = name[:-3] if name.endswith(".gz") else name
+    is_yaml = base.endswith((".yaml", ".yml"))
+    if not is_yaml and not base.endswith((".json", ".jsonl", ".ndjson", ".log")):
+        is_yaml = _looks_like_yaml(stream)
+    return LogSource(name=name, stream=stream, yaml=is_yaml)
+
+
+def _Buffered(raw: IO[bytes]) -> IO[bytes]:
+    return io.BufferedReader(cast(Any, raw))
+
+
+def _looks_like_yaml(stream: IO[bytes]) -> bool:
+    """Sniff a log with no telling name: JSON starts with `{` or `[`, anything else is read as YAML."""
+    try:
+        head = stream.peek(4096)  # type: ignore[attr-defined]
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
+        return False
+    stripped = head.lstrip()
+    return bool(stripped) and stripped[:1] not in (b"{", b"[")
+
+
+def read_log(source: LogSource, batch: int | None = None) -> Iterator[list[LogItem]]:
+    """Yield batches of events and bad records, in the log's order (batch=1 for a live pipe)."""
+    items = _read_yaml(source) if source.yaml else _read_json(source)
+    yield from _batched(items, batch or BATCH)
+
+
+def _batched(items: Iterable[LogItem], size: int) -> Iterator[list[LogItem]]:
+    batch: list[LogItem] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _emit(decoded: Decoded, where: str) -> Iterator[LogItem]:
+    events, problems = decoded
+    yield from events
+    for problem in problems:
+        yield BadRecord(where, problem)
+
+
+def _read_json(source: LogSource) -> Iterator[LogItem]:
+    """JSON lines, or pretty-printed values whose top-level braces stand at column 0.
+
+    The first record settles the mode: if it is complete on its line, every line is a record, so one cut
+    line cannot swallow the rest; otherwise a record runs from a `{` at column 0 to the next `}` there.
+    """
+    name = source.name
+    lines = 0
+    pending: list[bytes] = []
+    start = 0
+    one_per_line: bool | None = None
+    try:
+        for lines, line in enumerate(source.stream, 1):
+            if pending:
+                if line[:1] == b"}":
+                    pending.append(line)
+                    yield from _decode_at(b"".join(pending), f"{name}:{start}")
+                    pending = []
+                elif line[:1] == b"{":
+                    yield BadRecord(
+                        f"{name}:{start}", f"record is cut short (a new one starts at line {lines} before it closes)"
+                    )
+                    pending, start = [line], lines
+                else:
+                    pending.append(line)
+                continue
+            if not line.strip():
+                continue
+            if one_per_line is False and line.rstrip() == b"{":
+                pending, start = [line], lines
+                continue
+            if one_per_line is not None:
+                yield from _decode_at(line, f"{name}:{lines}")
+                continue
+            try:
+                decoded = decode_json(line)
+            except RecordProblem as exc:
+                if line[:1] == b"{" and "cut short" in str(exc):
+                    one_per_line = False
+                    pending, start = [line], lines
+                    continue
+                one_per_line = True
+                yield BadRecord(f"{name}:{lines}", str(exc))
+                continue
+            one_per_line = True
+            yield from _emit(decoded, f"{name}:{lines}")
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        yield BadRecord(f"{name}:{lines + 1}", f"cannot read further: {_io_problem(exc)}")
+        return
+    if pending:
+        yield BadRecord(f"{name}:{start}", "record is cut short (the log ends before it closes)")
+
+
+def _decode_at(data: bytes, where: str) -> Iterator[LogItem]:
+    try:
+        decoded = decode_json(data)
+    except RecordProblem as exc:
+        yield BadRecord(where, str(exc))
+        return
+    yield from _emit(decoded, where)
+
+
+class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
+    """Safe YAML that keeps timestamps as the strings the API server sent."""
+
+
+def _timestamp_as_text(loader: yaml.BaseLoader, node: yaml.Node) -> Any:
+    return loader.construct_scalar(node)  # type: ignore[arg-type]
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
+
+
+def _read_yaml(source: LogSource) -> Iterator[LogItem]:
+    document = 0
+    try:
+        for document, value in enumerate(yaml.load_all(source.stream, Loader=_Loader), 1):
+            if value is None:
+                continue
+            where = f"{source.name}: document {document}"
+            try:
+                decoded = from_value(value)
+            except RecordProblem as exc:
+                yield BadRecord(where, str(exc))
+                continue
+            yield from _emit(decoded, where)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        place = f"{source.name}:{mark.line + 1}" if mark is not None else f"{source.name}: document {document + 1}"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        yield BadRecord(place, f"not valid YAML ({problem}); the rest of this file is skipped")
+    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        yield BadRecord(f"{source.name}: document {document + 1}", f"cannot read further: {_io_problem(exc)}")
+
+
+def _io_problem(exc: BaseException) -> str:
+    if isinstance(exc, EOFError):
+        return "compressed data ends early (truncated gzip)"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,208 @@
+"""Typed projections of the Kubernetes objects crashwatch reads.
+
+Each Struct declares only the fields a diagnosis or a status patch reads, so msgspec skips the rest of a
+10 KB Pod without building it. `kind` is the tag of a union, so one decoder picks the type in one pass.
+Fields whose camel-case form msgspec would spell wrongly are named explicitly.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
+COMPONENT_LABEL = "nvidia.com/dynamo-component"
+SELECTOR_LABEL = "nvidia.com/selector"
+
+
+class OwnerReference(msgspec.Struct, rename="camel", omit_defaults=True):
+    kind: str = ""
+    name: str = ""
+    uid: str = ""
+    controller: bool = False
+
+
+class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    generation: int = 0
+    labels: dict[str, str] = {}
+    deletion_timestamp: str | None = None
+    owner_references: list[OwnerReference] = []
+
+    def controller_of_kind(self, kind: str) -> str | None:
+        """The name of this object's controlling owner of `kind`, if any."""
+        for ref in self.owner_references:
+            if ref.kind == kind and ref.controller:
+                return ref.name
+        return None
+
+
+class Condition(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A metav1.Condition (or a Pod/Deployment condition: the extra fields stay empty)."""
+
+    type: str
+    status: str = "Unknown"
+    reason: str = ""
+    message: str = ""
+    observed_generation: int = 0
+    last_transition_time: str = ""
+
+
+# --- Pods -------------------------------------------------------------------------------------------
+
+
+class StateRunning(msgspec.Struct):
+    pass
+
+
+class StateWaiting(msgspec.Struct, omit_defaults=True):
+    reason: str = ""
+
+
+class StateTerminated(msgspec.Struct, rename="camel", omit_defaults=True):
+    exit_code: int = 0
+    reason: str = ""
+
+
+class ContainerState(msgspec.Struct, omit_defaults=True):
+    running: StateRunning | None = None
+    waiting: StateWaiting | None = None
+    terminated: StateTerminated | None = None
+
+
+class ContainerStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    name: str
+    restart_count: int = 0
+    ready: bool = False
+    state: ContainerState = msgspec.field(default_factory=ContainerState)
+    last_state: ContainerState = msgspec.field(default_factory=ContainerState)
+
+
+class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    phase: str = ""
+    conditions: list[Condition] = []
+    container_statuses: list[ContainerStatus] = []
+    init_container_statuses: list[ContainerStatus] = []
+
+
+class Pod(msgspec.Struct, tag_field="kind", tag="Pod", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: PodStatus = msgspec.field(default_factory=PodStatus)
+
+
+# --- Deployments --------------------------------------------------------------------------------------
+
+
+class SelectorRequirement(msgspec.Struct, omit_defaults=True):
+    key: str
+    operator: str
+    values: list[str] = []
+
+
+class LabelSelector(msgspec.Struct, rename="camel", omit_defaults=True):
+    match_labels: dict[str, str] = {}
+    match_expressions: list[SelectorRequirement] = []
+
+
+class DeploymentSpec(msgspec.Struct, omit_defaults=True):
+    selector: LabelSelector | None = None
+    replicas: int | None = None
+
+
+class DeploymentStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    observed_generation: int = 0
+    replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int = 0
+    updated_replicas: int = 0
+    conditions: list[Condition] = []
+
+
+class Deployment(msgspec.Struct, tag_field="kind", tag="Deployment", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
+    status: DeploymentStatus = msgspec.field(default_factory=DeploymentStatus)
+
+
+# --- Dynamo ---------------------------------------------------------------------------------------------
+
+
+class DynamoStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The status fields of a DCD or DGD that crashwatch reads back before it writes."""
+
+    state: str = ""
+    observed_generation: int = 0
+    conditions: list[Condition] = []
+
+
+class DynamoComponentDeployment(msgspec.Struct, tag_field="kind", tag="DynamoComponentDeployment", omit_defaults=True):
+    api_version: str = msgspec.field(default="", name="apiVersion")
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
+
+
+class DynamoGraphDeployment(msgspec.Struct, tag_field="kind", tag="DynamoGraphDeployment", omit_defaults=True):
+    api_version: str = msgspec.field(default="", name="apiVersion")
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
+
+
+# --- Grove and LeaderWorkerSet (read by later issues) ----------------------------------------------------
+
+
+class ReplicaStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+    replicas: int = 0
+    ready_replicas: int = 0
+    updated_replicas: int = 0
+    conditions: list[Condition] = []
+
+
+class PodClique(msgspec.Struct, tag_field="kind", tag="PodClique", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
+
+
+class PodCliqueSet(msgspec.Struct, tag_field="kind", tag="PodCliqueSet", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
+
+
+class LeaderWorkerSet(msgspec.Struct, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
+
+
+class Status(msgspec.Struct, tag_field="kind", tag="Status", omit_defaults=True):
+    """The object of an ERROR watch event (410 Gone among others)."""
+
+    code: int = 0
+    reason: str = ""
+    message: str = ""
+
+
+KubeObject = (
+    Pod
+    | Deployment
+    | DynamoComponentDeployment
+    | DynamoGraphDeployment
+    | PodClique
+    | PodCliqueSet
+    | LeaderWorkerSet
+    | Status
+)
+
+KINDS: frozenset[str] = frozenset(
+    t.__struct_config__.tag  # type: ignore[misc]
+    for t in (
+        Pod,
+        Deployment,
+        DynamoComponentDeployment,
+        DynamoGraphDeployment,
+        PodClique,
+        PodCliqueSet,
+        LeaderWorkerSet,
+        Status,
+    )
+)
