@@ -1,0 +1,442 @@
+"""The aggregator: per-component Pod sets behind O(1) indexes, and the verdicts drawn from them.
+
+In the manner of client-go's indexer, every lookup a diagnosis makes goes through a named index (Pods by
+component, by label, by namespace; Deployments by selector anchor and by owning DCD; DCDs by component and
+by graph), so its cost follows the size of the answer, never the number of Pods held. Verdicts are
+level-triggered: a component's verdict is recomputed from its current crash-looping Pods whenever one of
+them changes, and a `Change` is emitted only when that verdict or its finding differs from the last one.
+Index keys are dropped when their sets empty, so churn does not grow memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.crashloop import Finding
+from pipeline.filter import ObjectChange, ObjectKey
+from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
+from pipeline.status import dcd_available, dgd_ready, wanted_status
+from pipeline.views import (
+    ComponentKey,
+    DeploymentView,
+    GraphKey,
+    Labels,
+    PodView,
+    Selector,
+    StatusView,
+    label_pairs,
+    selector_matches,
+)
+from stream.objects import Condition
+
+K = TypeVar("K", bound=Hashable)
+EPOCH = "1970-01-01T00:00:00Z"
+
+
+class Index(Generic[K]):
+    """A named index: index key -> set of object keys; a key whose set empties is dropped."""
+
+    __slots__ = ("_sets",)
+
+    def __init__(self) -> None:
+        self._sets: dict[K, set[ObjectKey]] = {}
+
+    def add(self, key: K, obj: ObjectKey) -> None:
+        members = self._sets.get(key)
+        if members is None:
+            self._sets[key] = {obj}
+        else:
+            members.add(obj)
+
+    def remove(self, key: K, obj: ObjectKey) -> None:
+        members = self._sets.get(key)
+        if members is None:
+            return
+        members.discard(obj)
+        if not members:
+            del self._sets[key]
+
+    def get(self, key: K) -> set[ObjectKey]:
+        return self._sets.get(key) or _EMPTY
+
+    def keys(self) -> Iterable[K]:
+        return self._sets.keys()
+
+    def __len__(self) -> int:
+        return len(self._sets)
+
+
+_EMPTY: set[ObjectKey] = set()
+
+
+class _Component:
+    __slots__ = ("looping", "pods", "reported")
+
+    def __init__(self) -> None:
+        self.pods: set[ObjectKey] = set()
+        self.looping: set[ObjectKey] = set()
+        self.reported: Finding | None = None
+
+
+class _Graph:
+    __slots__ = ("looping", "verdict")
+
+    def __init__(self) -> None:
+        self.looping: dict[str, Finding] = {}
+        self.verdict: GraphVerdict = HEALTHY
+
+
+class Aggregator:
+    """Consumes `ObjectChange`s from the filter; returns the `Output`s each one causes, in order."""
+
+    def __init__(self, clock: Callable[[], str] | None = None) -> None:
+        self._clock = clock or (lambda: EPOCH)
+        self.pods: dict[ObjectKey, PodView] = {}
+        self._components: dict[ComponentKey, _Component] = {}
+        self._graphs: dict[GraphKey, _Graph] = {}
+        self._by_label: Index[tuple[str, str, str]] = Index()
+        self._label_values: dict[tuple[str, str], set[str]] = {}
+        self._by_namespace: Index[str] = Index()
+        self.deployments: dict[ObjectKey, DeploymentView] = {}
+        self._deployment_anchor: Index[tuple[str, str, str]] = Index()
+        self._deployment_unanchored: Index[str] = Index()
+        self._deployment_by_dcd: Index[ObjectKey] = Index()
+        self.dcds: dict[ObjectKey, StatusView] = {}
+        self._dcd_by_component: Index[ComponentKey] = Index()
+        self._dcd_by_graph: Index[GraphKey] = Index()
+        self.dgds: dict[ObjectKey, StatusView] = {}
+        self._sent: dict[tuple[str, ObjectKey], tuple[StatusWanted, StatusView]] = {}
+
+    # --- queries -------------------------------------------------------------------------------------
+
+    def pods_of_component(self, component: ComponentKey) -> set[ObjectKey]:
+        state = self._components.get(component)
+        return state.pods if state is not None else _EMPTY
+
+    def select(self, namespace: str, selector: Selector) -> list[ObjectKey]:
+        """The tracked Pods a label selector selects, found from the smallest index set its terms allow."""
+        best: set[ObjectKey] | None = None
+        for term in selector:
+            if not term.positive:
+                continue
+            if term.operator == "In" and len(term.values) == 1:
+                found = self._by_label.get((namespace, term.key, term.values[0]))
+            else:
+                values = term.values if term.operator == "In" else self._label_values.get((namespace, term.key), ())
+                found = set()
+                for value in values:
+                    found |= self._by_label.get((namespace, term.key, value))
+            if best is None or len(found) < len(best):
+                best = found
+            if not best:
+                return []
+        candidates = self._by_namespace.get(namespace) if best is None else best
+        pods = self.pods
+        return [key for key in candidates if selector_matches(selector, pods[key].labels)]
+
+    def pods_of_deployment(self, namespace: str, name: str) -> list[ObjectKey]:
+        deployment = self.deployments.get((namespace, name))
+        if deployment is None or deployment.selector is None:
+            return []
+        return self.select(namespace, deployment.selector)
+
+    def deployments_selecting(self, pod: PodView) -> Iterator[DeploymentView]:
+        """Deployments whose selector matches the Pod, through the anchor index: no scan of Deployments."""
+        seen: set[ObjectKey] = set()
+        candidates = set(self._deployment_unanchored.get(pod.namespace))
+        for key, value in label_pairs(pod.labels):
+            candidates |= self._deployment_anchor.get((pod.namespace, key, value))
+        for dkey in sorted(candidates):
+            deployment = self.deployments[dkey]
+            if (
+                dkey not in seen
+                and deployment.selector is not None
+                and selector_matches(deployment.selector, pod.labels)
+            ):
+                seen.add(dkey)
+                yield deployment
+
+    # --- the one entry point -------------------------------------------------------------------------
+
+    def apply(self, change: ObjectChange) -> list[Output]:
+        view = change.view
+        new = view if change.op == "upsert" else None
+        if isinstance(view, PodView):
+            return self._apply_pod(change.key, new, change.time)  # type: ignore[arg-type]
+        if isinstance(view, DeploymentView):
+            return self._apply_deployment(change.key, new, change.time)  # type: ignore[arg-type]
+        if view.kind == "DynamoComponentDeployment":
+            return self._apply_dcd(change.key, new, change.time)  # type: ignore[arg-type]
+        return self._apply_dgd(change.key, new, change.time)  # type: ignore[arg-type]
+
+    # --- Pods ---------------------------------------------------------------------------------------
+
+    def _apply_pod(self, key: ObjectKey, new: PodView | None, time: str | None) -> list[Output]:
+        old = self.pods.get(key)
+        if old is None and new is None:
+            return []
+        old_labels = old.labels if old is not None else None
+        new_labels = new.labels if new is not None else None
+        namespace = (new or old).namespace  # type: ignore[union-attr]
+        if old_labels != new_labels:
+            if old_labels is not None:
+                self._unindex_labels(key, namespace, old_labels)
+            if new_labels is not None:
+                self._index_labels(key, namespace, new_labels)
+        if new is None:
+            del self.pods[key]
+            self._by_namespace.remove(namespace, key)
+        else:
+            if old is None:
+                self._by_namespace.add(namespace, key)
+            self.pods[key] = new
+        old_component = old.component if old is not None else None
+        new_component = new.component if new is not None else None
+        if old_component is not None:
+            state = self._components[old_component]
+            if old_component != new_component:
+                state.pods.discard(key)
+            if old_component != new_component or new is None or new.finding is None:
+                state.looping.discard(key)
+        if new is not None and new_component is not None:
+            target = self._components.get(new_component)
+            if target is None:
+                target = self._components[new_component] = _Component()
+            target.pods.add(key)
+            if new.finding is not None:
+                target.looping.add(key)
+        outputs: list[Output] = []
+        if old_component is not None and old_component != new_component:
+            outputs += self._recompute(old_component, time)
+        if new_component is not None:
+            outputs += self._recompute(new_component, time)
+        return outputs
+
+    def _index_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
+        for label, value in label_pairs(labels):
+            self._by_label.add((namespace, label, value), key)
+            values = self._label_values.get((namespace, label))
+            if values is None:
+                self._label_values[(namespace, label)] = {value}
+            else:
+                values.add(value)
+
+    def _unindex_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
+        for label, value in label_pairs(labels):
+            index_key = (namespace, label, value)
+            self._by_label.remove(index_key, key)
+            if not self._by_label.get(index_key):
+                values = self._label_values.get((namespace, label))
+                if values is not None:
+                    values.discard(value)
+                    if not values:
+                        del self._label_values[(namespace, label)]
+
+    def _recompute(self, component: ComponentKey, time: str | None) -> list[Output]:
+        state = self._components[component]
+        best: Finding | None = None
+        pods = self.pods
+        for key in state.looping:
+            finding = pods[key].finding
+            if finding is not None and (best is None or finding.pod < best.pod):
+                best = finding
+        if not state.pods:
+            del self._components[component]
+        if best == state.reported:
+            return []
+        state.reported = best
+        namespace, graph, name = component
+        outputs: list[Output] = [
+            ComponentChange(
+                time=time,
+                namespace=namespace,
+                graph=graph,
+                component=name,
+                dcd=self._dcd_name(component, best),
+                finding=best,
+                message=best.describe() if best is not None else "no Pod is crash-looping",
+            )
+        ]
+        graph_key = (namespace, graph)
+        graph_state = self._graphs.get(graph_key)
+        if graph_state is None:
+            graph_state = self._graphs[graph_key] = _Graph()
+        if best is None:
+            graph_state.looping.pop(name, None)
+        else:
+            graph_state.looping[name] = best
+        verdict = graph_verdict(graph_state.looping)
+        if not graph_state.looping:
+            del self._graphs[graph_key]
+        if verdict != graph_state.verdict:
+            graph_state.verdict = verdict
+            outputs.append(
+                GraphChange(
+                    time=time,
+                    namespace=namespace,
+                    graph=graph,
+                    failed=verdict.failed,
+                    reason=verdict.reason,
+                    components=verdict.components,
+                    message=verdict.message,
+                    findings=verdict.findings,
+                )
+            )
+        now = time or self._clock()
+        for dcd_key in sorted(self._dcd_by_component.get(component)):
+            outputs += self._plan_dcd(dcd_key, now)
+        outputs += self._plan_dgd(graph_key, now)
+        return outputs
+
+    def _dcd_name(self, component: ComponentKey, finding: Finding | None) -> str | None:
+        dcds = self._dcd_by_component.get(component)
+        if dcds:
+            return min(dcds)[1]
+        if finding is not None:
+            pod = self.pods.get((component[0], finding.pod))
+            if pod is not None:
+                for deployment in self.deployments_selecting(pod):
+                    if deployment.owner_dcd is not None:
+                        return deployment.owner_dcd
+        return None
+
+    # --- Deployments, DCDs, DGDs ------------------------------------------------------------------
+
+    def _apply_deployment(self, key: ObjectKey, new: DeploymentView | None, time: str | None) -> list[Output]:
+        old = self.deployments.pop(key, None)
+        owners: list[ObjectKey] = []
+        if old is not None:
+            self._unindex_deployment(key, old)
+            if old.owner_dcd is not None:
+                owners.append((old.namespace, old.owner_dcd))
+        if new is not None:
+            self.deployments[key] = new
+            self._index_deployment(key, new)
+            if new.owner_dcd is not None and (new.namespace, new.owner_dcd) not in owners:
+                owners.append((new.namespace, new.owner_dcd))
+        now = time or self._clock()
+        outputs: list[Output] = []
+        for owner in owners:
+            outputs += self._plan_dcd(owner, now)
+        return outputs
+
+    def _anchors(self, deployment: DeploymentView) -> list[tuple[str, str, str]]:
+        for term in deployment.selector or ():
+            if term.operator == "In":
+                return [(deployment.namespace, term.key, value) for value in term.values]
+        return []
+
+    def _index_deployment(self, key: ObjectKey, deployment: DeploymentView) -> None:
+        anchors = self._anchors(deployment)
+        for anchor in anchors:
+            self._deployment_anchor.add(anchor, key)
+        if not anchors and deployment.selector is not None:
+            self._deployment_unanchored.add(deployment.namespace, key)
+        if deployment.owner_dcd is not None:
+            self._deployment_by_dcd.add((deployment.namespace, deployment.owner_dcd), key)
+
+    def _unindex_deployment(self, key: ObjectKey, deployment: DeploymentView) -> None:
+        for anchor in self._anchors(deployment):
+            self._deployment_anchor.remove(anchor, key)
+        self._deployment_unanchored.remove(deployment.namespace, key)
+        if deployment.owner_dcd is not None:
+            self._deployment_by_dcd.remove((deployment.namespace, deployment.owner_dcd), key)
+
+    @staticmethod
+    def _dcd_component(dcd: StatusView) -> ComponentKey | None:
+        if not dcd.graph or not dcd.component:
+            return None
+        return (dcd.namespace, dcd.graph, dcd.component)
+
+    def _apply_dcd(self, key: ObjectKey, new: StatusView | None, time: str | None) -> list[Output]:
+        old = self.dcds.pop(key, None)
+        graphs: list[GraphKey] = []
+        for view, add in ((old, False), (new, True)):
+            if view is None:
+                continue
+            component = self._dcd_component(view)
+            graph = (view.namespace, view.graph) if view.graph else None
+            if add:
+                self.dcds[key] = view
+            if component is not None:
+                (self._dcd_by_component.add if add else self._dcd_by_component.remove)(component, key)
+            if graph is not None:
+                (self._dcd_by_graph.add if add else self._dcd_by_graph.remove)(graph, key)
+                if graph not in graphs:
+                    graphs.append(graph)
+        if new is None:
+            self._sent.pop(("dcd", key), None)
+        now = time or self._clock()
+        outputs: list[Output] = self._plan_dcd(key, now) if new is not None else []
+        for graph in graphs:
+            outputs += self._plan_dgd(graph, now)
+        return outputs
+
+    def _apply_dgd(self, key: ObjectKey, new: StatusView | None, time: str | None) -> list[Output]:
+        if new is None:
+            self.dgds.pop(key, None)
+            self._sent.pop(("dgd", key), None)
+            return []
+        self.dgds[key] = new
+        return self._plan_dgd(key, time or self._clock())
+
+    def _plan_dcd(self, key: ObjectKey, now: str) -> list[Output]:
+        dcd = self.dcds.get(key)
+        if dcd is None:
+            return []
+        component = self._dcd_component(dcd)
+        state = self._components.get(component) if component is not None else None
+        finding = state.reported if state is not None else None
+        owned = sorted(self._deployment_by_dcd.get(key))
+        deployment = self.deployments[owned[0]] if owned else None
+        condition = dcd_available(dcd, finding, deployment)
+        return self._want(("dcd", key), dcd, condition, None, now)
+
+    def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
+        dgd = self.dgds.get(graph)
+        if dgd is None:
+            return []
+        state = self._graphs.get(graph)
+        verdict = state.verdict if state is not None else HEALTHY
+        dcds = [(self.dcds[k], self._pending_condition(("dcd", k))) for k in self._dcd_by_graph.get(graph)]
+        wanted = dgd_ready(dgd, verdict, dcds)
+        if wanted is None:
+            return self._want(("dgd", graph), dgd, None, None, now)
+        return self._want(("dgd", graph), dgd, wanted[1], wanted[0], now)
+
+    def _pending_condition(self, sent_key: tuple[str, ObjectKey]) -> Condition | None:
+        """The condition last asked of an object not observed since: what it will say once written."""
+        sent = self._sent.get(sent_key)
+        if sent is None:
+            return None
+        view = self.dcds.get(sent_key[1]) if sent_key[0] == "dcd" else self.dgds.get(sent_key[1])
+        return sent[0].condition if sent[1] is view else None
+
+    def _want(
+        self,
+        sent_key: tuple[str, ObjectKey],
+        view: StatusView,
+        condition: Condition | None,
+        state: str | None,
+        now: str,
+    ) -> list[Output]:
+        wanted = wanted_status(view, condition, state, now) if condition is not None else None
+        if wanted is None:
+            self._sent.pop(sent_key, None)
+            return []
+        sent = self._sent.get(sent_key)
+        if sent is not None and sent[1] is view and sent[0].condition == wanted.condition and sent[0].state == state:
+            return []
+        self._sent[sent_key] = (wanted, view)
+        return [wanted]
+
+    # --- introspection for tests and benchmarks ----------------------------------------------------
+
+    def verdicts(self) -> dict[ComponentKey, Finding]:
+        """Every component's current reported finding (crash-looping ones only)."""
+        return {key: state.reported for key, state in self._components.items() if state.reported is not None}
+
+    def graph_verdicts(self) -> dict[GraphKey, GraphVerdict]:
+        return {key: state.verdict for key, state in self._graphs.items() if state.verdict.failed}

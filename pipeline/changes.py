@@ -1,0 +1,80 @@
+"""What the aggregator emits: verdict changes for people and scripts, wanted statuses for the patcher.
+
+Sinks receive these and nothing else, so a sink never needs to re-derive a diagnosis.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from pipeline.crashloop import Finding
+from stream.objects import Condition
+
+
+class ComponentChange(msgspec.Struct, frozen=True, gc=False):
+    """A component started or stopped crash-looping, or its finding changed."""
+
+    time: str | None
+    namespace: str
+    graph: str
+    component: str
+    dcd: str | None
+    finding: Finding | None
+    message: str
+
+
+class GraphChange(msgspec.Struct, frozen=True, gc=False):
+    """A graph's verdict changed: failed (with the sorted crash-looping components) or no longer failed."""
+
+    time: str | None
+    namespace: str
+    graph: str
+    failed: bool
+    reason: str | None
+    components: tuple[str, ...]
+    message: str
+    findings: tuple[Finding, ...] = ()
+
+
+class StatusWanted(msgspec.Struct, frozen=True, gc=False):
+    """The status crashwatch wants a DCD or DGD to have, against the status last observed on it.
+
+    `condition` is the one condition crashwatch owns on that kind (`Available` on a DCD, `Ready` on a DGD);
+    `conditions` is the observed list with it merged in; `state` is set for a DGD only.
+    """
+
+    time: str
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    condition: Condition
+    conditions: tuple[Condition, ...]
+    state: str | None
+
+    def patch(self) -> dict[str, object]:
+        """The JSON merge patch body: conditions is a list, so it is sent whole."""
+        status: dict[str, object] = {}
+        if self.state is not None:
+            status["state"] = self.state
+        status["conditions"] = [condition_dict(c) for c in self.conditions]
+        return {"status": status}
+
+
+def condition_dict(condition: Condition) -> dict[str, object]:
+    """A metav1.Condition with every required field present."""
+    out: dict[str, object] = {
+        "type": condition.type,
+        "status": condition.status,
+        "reason": condition.reason,
+        "message": condition.message,
+        "lastTransitionTime": condition.last_transition_time,
+    }
+    if condition.observed_generation:
+        out["observedGeneration"] = condition.observed_generation
+    return out
+
+
+Change = ComponentChange | GraphChange
+Output = ComponentChange | GraphChange | StatusWanted

@@ -1,0 +1,67 @@
+"""The crash-loop rule of the upstream change: one Pod in, a finding or None out.
+
+A Pod is crash-looping when it is not Ready, neither finished (Succeeded, Failed) nor being deleted, and a
+container (init or regular) restarted at least twice and is down after a non-zero exit. The exit code is
+that of the termination that left it down: `state.terminated` if it is terminated now, else
+`lastState.terminated`. Which Pod of a component to report is the aggregator's business, not this rule's.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from stream.objects import ContainerStatus, Pod
+
+MIN_RESTARTS = 2
+
+
+class Finding(msgspec.Struct, frozen=True, gc=False):
+    """What makes one Pod crash-loop: the container, how often it restarted, how it last exited."""
+
+    pod: str
+    container: str
+    restarts: int
+    exit_code: int
+    reason: str = ""
+
+    def describe(self) -> str:
+        why = f" ({self.reason})" if self.reason and self.reason != "Error" else ""
+        return (
+            f"container {self.container} of Pod {self.pod} restarted {self.restarts} times "
+            f"and is down after exit code {self.exit_code}{why}"
+        )
+
+
+def crash_loop(pod: Pod) -> Finding | None:
+    """The first container (init containers first, in status order) that proves a crash loop."""
+    if pod.metadata.deletion_timestamp is not None:
+        return None
+    status = pod.status
+    if status.phase in ("Succeeded", "Failed"):
+        return None
+    for condition in status.conditions:
+        if condition.type == "Ready" and condition.status == "True":
+            return None
+    for statuses in (status.init_container_statuses, status.container_statuses):
+        for container in statuses:
+            finding = _container_finding(pod.metadata.name, container)
+            if finding is not None:
+                return finding
+    return None
+
+
+def _container_finding(pod: str, container: ContainerStatus) -> Finding | None:
+    if container.restart_count < MIN_RESTARTS or container.state.running is not None:
+        return None
+    terminated = container.state.terminated
+    if terminated is None:
+        terminated = container.last_state.terminated
+    if terminated is None or terminated.exit_code == 0:
+        return None
+    return Finding(
+        pod=pod,
+        container=container.name,
+        restarts=container.restart_count,
+        exit_code=terminated.exit_code,
+        reason=terminated.reason,
+    )

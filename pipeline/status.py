@@ -1,0 +1,135 @@
+"""Which status crashwatch wants on a DCD or DGD, following "How crashwatch shares status with the operator".
+
+crashwatch owns exactly the failure it asserts: it writes to report a crash loop, and to clear a failure it
+reported once no crash loop remains; then it speaks the operator's vocabulary. Anything else is left alone,
+and a status that already says what is wanted yields no write. Sending, retrying and backing off belong to
+the patcher sink; this module only decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pipeline.changes import StatusWanted
+from pipeline.crashloop import Finding
+from pipeline.graph import REASON_CRASH_LOOPING, GraphVerdict
+from pipeline.views import DeploymentView, StatusView
+from stream.objects import Condition
+
+DCD_CONDITION = "Available"
+DCD_REASON_CRASH_LOOPING = "ContainerCrashLooping"
+DGD_CONDITION = "Ready"
+
+
+def _same(a: Condition | None, b: Condition) -> bool:
+    return (
+        a is not None
+        and a.status == b.status
+        and a.reason == b.reason
+        and a.message == b.message
+        and a.observed_generation == b.observed_generation
+    )
+
+
+def _merge(view: StatusView, wanted: Condition, now: str) -> tuple[Condition, tuple[Condition, ...]]:
+    """Replace the owned condition, keeping its transition time when its status did not change."""
+    old = view.condition(wanted.type)
+    since = old.last_transition_time if old is not None and old.status == wanted.status else now
+    wanted = Condition(
+        type=wanted.type,
+        status=wanted.status,
+        reason=wanted.reason,
+        message=wanted.message,
+        observed_generation=wanted.observed_generation,
+        last_transition_time=since or now,
+    )
+    merged = [wanted if c.type == wanted.type else c for c in view.conditions]
+    if old is None:
+        merged.append(wanted)
+    return wanted, tuple(merged)
+
+
+def dcd_available(dcd: StatusView, finding: Finding | None, deployment: DeploymentView | None) -> Condition | None:
+    """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say."""
+    if finding is not None:
+        return Condition(
+            type=DCD_CONDITION,
+            status="False",
+            reason=DCD_REASON_CRASH_LOOPING,
+            message=finding.describe(),
+            observed_generation=dcd.generation,
+        )
+    current = dcd.condition(DCD_CONDITION)
+    if current is None or current.reason != DCD_REASON_CRASH_LOOPING:
+        return None
+    if deployment is None:
+        return Condition(
+            DCD_CONDITION, "Unknown", "Reconciling", "no Deployment observed", observed_generation=dcd.generation
+        )
+    if deployment.available:
+        return Condition(
+            DCD_CONDITION, "True", "DeploymentReady", "Deployment is ready", observed_generation=dcd.generation
+        )
+    return Condition(
+        DCD_CONDITION, "False", "DeploymentNotReady", "Deployment is not ready", observed_generation=dcd.generation
+    )
+
+
+def dcd_is_available(dcd: StatusView, override: Condition | None = None) -> tuple[bool, str]:
+    """Whether a DCD counts as available (its condition True at its generation), and why not."""
+    condition = override or dcd.condition(DCD_CONDITION)
+    if condition is None:
+        return False, "no Available condition"
+    if condition.status == "True" and condition.observed_generation in (0, dcd.generation):
+        return True, ""
+    return False, condition.message or condition.reason or f"Available is {condition.status}"
+
+
+def dgd_ready(
+    dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[tuple[StatusView, Condition | None]]
+) -> tuple[str, Condition] | None:
+    """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say."""
+    if verdict.failed:
+        return "failed", Condition(
+            DGD_CONDITION, "False", REASON_CRASH_LOOPING, verdict.message, observed_generation=dgd.generation
+        )
+    current = dgd.condition(DGD_CONDITION)
+    if current is None or current.reason != REASON_CRASH_LOOPING:
+        return None
+    not_ready = []
+    count = 0
+    for dcd, override in sorted(dcds, key=lambda pair: pair[0].name):
+        count += 1
+        ok, why = dcd_is_available(dcd, override)
+        if not ok:
+            not_ready.append(f"{dcd.name}: {why}")
+    if count and not not_ready:
+        return "successful", Condition(
+            DGD_CONDITION,
+            "True",
+            "all_resources_are_ready",
+            "All resources are ready",
+            observed_generation=dgd.generation,
+        )
+    message = "Resources not ready: " + ("; ".join(not_ready) if not_ready else "no components observed")
+    return "pending", Condition(
+        DGD_CONDITION, "False", "some_resources_are_not_ready", message, observed_generation=dgd.generation
+    )
+
+
+def wanted_status(view: StatusView, condition: Condition, state: str | None, now: str) -> StatusWanted | None:
+    """A StatusWanted when the object does not already say this, else None (so restarts write nothing)."""
+    if _same(view.condition(condition.type), condition) and (state is None or view.state == state):
+        return None
+    merged_condition, conditions = _merge(view, condition, now)
+    return StatusWanted(
+        time=now,
+        api_version=view.api_version,
+        kind=view.kind,
+        namespace=view.namespace,
+        name=view.name,
+        uid=view.uid,
+        condition=merged_condition,
+        conditions=conditions,
+        state=state,
+    )

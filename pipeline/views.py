@@ -1,0 +1,189 @@
+"""Diagnostic views: what of each object a diagnosis or a status decision reads, and nothing else.
+
+Views are frozen, GC-untracked Structs of strings, ints and tuples: cheap to hold for 100,000 Pods and
+comparable with `==`, which is all the event filter needs. Label keys and values are interned so the Pods
+of one component share them.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import msgspec
+
+from pipeline.crashloop import Finding, crash_loop
+from stream.objects import (
+    COMPONENT_LABEL,
+    GRAPH_LABEL,
+    Condition,
+    Deployment,
+    DynamoComponentDeployment,
+    DynamoGraphDeployment,
+    LabelSelector,
+    Pod,
+)
+
+# A component is (namespace, graph, component name); a graph is (namespace, graph).
+ComponentKey = tuple[str, str, str]
+GraphKey = tuple[str, str]
+# Labels flattened to (key1, value1, key2, value2, ...), sorted by key.
+Labels = tuple[str, ...]
+
+_intern = sys.intern
+
+
+def flat_labels(labels: dict[str, str]) -> Labels:
+    out: list[str] = []
+    for key in sorted(labels):
+        out.append(_intern(key))
+        out.append(_intern(labels[key]))
+    return tuple(out)
+
+
+def label_pairs(labels: Labels) -> zip[tuple[str, str]]:
+    return zip(labels[::2], labels[1::2], strict=True)
+
+
+def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
+    graph = labels.get(GRAPH_LABEL)
+    component = labels.get(COMPONENT_LABEL)
+    if not graph or not component:
+        return None
+    return (_intern(namespace), _intern(graph), _intern(component))
+
+
+class PodView(msgspec.Struct, frozen=True, gc=False):
+    uid: str
+    namespace: str
+    name: str
+    labels: Labels
+    component: ComponentKey | None
+    finding: Finding | None
+
+
+def pod_view(pod: Pod) -> PodView:
+    meta = pod.metadata
+    return PodView(
+        uid=meta.uid,
+        namespace=_intern(meta.namespace),
+        name=meta.name,
+        labels=flat_labels(meta.labels),
+        component=component_of(meta.namespace, meta.labels) if meta.deletion_timestamp is None else None,
+        finding=crash_loop(pod),
+    )
+
+
+def label_value(labels: Labels, key: str) -> str | None:
+    """The value of `key` in flattened labels (a short linear scan beats building a dict)."""
+    for i in range(0, len(labels), 2):
+        if labels[i] == key:
+            return labels[i + 1]
+    return None
+
+
+class Requirement(msgspec.Struct, frozen=True, gc=False):
+    """One term of a label selector; matchLabels entries become `In` with one value."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    @property
+    def positive(self) -> bool:
+        """Whether the term can only match Pods that carry its key (so an index can find them)."""
+        return self.operator in ("In", "Exists")
+
+    def matches(self, labels: Labels) -> bool:
+        value = label_value(labels, self.key)
+        if self.operator == "In":
+            return value in self.values
+        if self.operator == "NotIn":
+            return value not in self.values
+        if self.operator == "Exists":
+            return value is not None
+        if self.operator == "DoesNotExist":
+            return value is None
+        return False
+
+
+Selector = tuple[Requirement, ...]
+
+
+def parse_selector(selector: LabelSelector | None) -> Selector | None:
+    """None for a missing selector (selects nothing); unknown operators select nothing, as in Kubernetes."""
+    if selector is None:
+        return None
+    terms = [Requirement(_intern(k), "In", (_intern(v),)) for k, v in sorted(selector.match_labels.items())]
+    for expr in selector.match_expressions:
+        terms.append(Requirement(_intern(expr.key), expr.operator, tuple(_intern(v) for v in expr.values)))
+    return tuple(terms)
+
+
+def selector_matches(selector: Selector, labels: Labels) -> bool:
+    return all(term.matches(labels) for term in selector)
+
+
+class DeploymentView(msgspec.Struct, frozen=True, gc=False):
+    uid: str
+    namespace: str
+    name: str
+    selector: Selector | None
+    owner_dcd: str | None
+    available: bool
+
+
+def deployment_view(deployment: Deployment) -> DeploymentView:
+    meta = deployment.metadata
+    status = deployment.status
+    available = status.observed_generation >= meta.generation and any(
+        c.type == "Available" and c.status == "True" for c in status.conditions
+    )
+    return DeploymentView(
+        uid=meta.uid,
+        namespace=_intern(meta.namespace),
+        name=meta.name,
+        selector=parse_selector(deployment.spec.selector),
+        owner_dcd=meta.controller_of_kind("DynamoComponentDeployment"),
+        available=available,
+    )
+
+
+class StatusView(msgspec.Struct, frozen=True, gc=False):
+    """A DCD or DGD: who it is, and the status fields crashwatch may write."""
+
+    kind: str
+    api_version: str
+    uid: str
+    namespace: str
+    name: str
+    generation: int
+    graph: str | None
+    component: str | None
+    state: str
+    conditions: tuple[Condition, ...]
+
+    def condition(self, type_: str) -> Condition | None:
+        for condition in self.conditions:
+            if condition.type == type_:
+                return condition
+        return None
+
+
+def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> StatusView:
+    meta = obj.metadata
+    is_dgd = isinstance(obj, DynamoGraphDeployment)
+    return StatusView(
+        kind="DynamoGraphDeployment" if is_dgd else "DynamoComponentDeployment",
+        api_version=obj.api_version or "nvidia.com/v1alpha1",
+        uid=meta.uid,
+        namespace=_intern(meta.namespace),
+        name=meta.name,
+        generation=meta.generation,
+        graph=meta.name if is_dgd else meta.labels.get(GRAPH_LABEL),
+        component=None if is_dgd else meta.labels.get(COMPONENT_LABEL),
+        state=obj.status.state,
+        conditions=tuple(obj.status.conditions),
+    )
+
+
+View = PodView | DeploymentView | StatusView
