@@ -1,0 +1,3 @@
+from crashwatch.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,166 @@
+"""`crashwatch replay`: recorded logs through the same stages and sinks as the live watcher.
+
+Logs are read in a worker thread, so a pipe on stdin hands over each record as it arrives while the
+stages keep running; a regular file is read in batches. Bad records are reported on stderr as they are
+met; the replay goes on (or, with --strict, drains what came before and stops) and the exit code says so.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO, BinaryIO, TextIO
+
+import anyio
+import anyio.from_thread
+import anyio.to_thread
+from anyio.abc import ObjectSendStream
+
+from crashwatch import exitcodes
+from pipeline.aggregate import Aggregator
+from pipeline.changes import Output
+from pipeline.filter import EventFilter, ObjectChange
+from pipeline.stages import aggregate_stage, filter_stage
+from sinks.stdout import Format, change_printer, patch_printer, print_lines
+from stream.events import BadRecord, WatchEvent
+from stream.logs import LogSource, LogUnreadable, open_log, read_log
+
+BUFFER = 16
+
+
+@dataclass
+class ReplayOptions:
+    logs: Sequence[str]
+    output: Format = "text"
+    patches: bool = False
+    strict: bool = False
+    progress: bool | None = None  # None: when stderr is a terminal
+
+
+@dataclass
+class _Progress:
+    """A one-line counter on stderr for long replays, redrawn at most once a second."""
+
+    err: TextIO
+    enabled: bool
+    events: int = 0
+    shown: float = field(default_factory=time.monotonic)
+    drawn: bool = False
+
+    def add(self, name: str, count: int) -> None:
+        self.events += count
+        if self.enabled and time.monotonic() - self.shown >= 1.0:
+            self.shown = time.monotonic()
+            self.err.write(f"\rcrashwatch: replaying {name}: {self.events:,} events")
+            self.err.flush()
+            self.drawn = True
+
+    def clear(self) -> None:
+        if self.drawn:
+            self.err.write("\r\033[K")
+            self.err.flush()
+
+
+@dataclass
+class _Outcome:
+    bad: int = 0
+    stopped: bool = False
+
+
+def _interactive(stream: IO[bytes]) -> bool:
+    try:
+        return not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+async def _read_logs(
+    sources: Sequence[LogSource],
+    send: ObjectSendStream[list[WatchEvent]],
+    err: TextIO,
+    strict: bool,
+    outcome: _Outcome,
+    progress: _Progress,
+) -> None:
+    async def deliver(source: LogSource, batch: list[WatchEvent | BadRecord]) -> bool:
+        events: list[WatchEvent] = []
+        for item in batch:
+            if isinstance(item, BadRecord):
+                if events:
+                    await send.send(events)
+                    events = []
+                outcome.bad += 1
+                progress.clear()
+                err.write(f"crashwatch: {item}\n")
+                err.flush()
+                if strict:
+                    outcome.stopped = True
+                    return False
+            else:
+                events.append(item)
+        if events:
+            progress.add(source.name, len(events))
+            await send.send(events)
+        return True
+
+    def pump(source: LogSource) -> bool:
+        one_by_one = _interactive(source.stream)
+        for batch in read_log(source, batch=1 if one_by_one else None):
+            if not anyio.from_thread.run(deliver, source, batch):
+                return False
+        return True
+
+    async with send:
+        for source in sources:
+            try:
+                keep_going = await anyio.to_thread.run_sync(pump, source, abandon_on_cancel=True)
+            finally:
+                source.close()
+            if not keep_going:
+                break
+
+
+async def replay(
+    options: ReplayOptions,
+    out: BinaryIO,
+    err: TextIO,
+    stdin: IO[bytes] | None = None,
+    clock: Callable[[], str] | None = None,
+) -> int:
+    sources: list[LogSource] = []
+    try:
+        for path in options.logs:
+            sources.append(open_log(path, stdin=stdin))
+    except LogUnreadable as exc:
+        for source in sources:
+            source.close()
+        err.write(f"crashwatch: {exc}\n")
+        return exitcodes.NOINPUT
+    progress = _Progress(err, err.isatty() if options.progress is None else options.progress)
+    outcome = _Outcome()
+    render = patch_printer if options.patches else change_printer(options.output)
+    send_events, receive_events = anyio.create_memory_object_stream[list[WatchEvent]](BUFFER)
+    send_changes, receive_changes = anyio.create_memory_object_stream[list[ObjectChange]](BUFFER)
+    send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_read_logs, sources, send_events, err, options.strict, outcome, progress)
+        tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
+        tg.start_soon(aggregate_stage, receive_changes, [send_out], Aggregator(clock=clock))
+        tg.start_soon(print_lines, receive_out, out, render)
+    progress.clear()
+    if outcome.stopped:
+        err.write("crashwatch: stopped at the first bad record (--strict)\n")
+        return exitcodes.DATAERR
+    if outcome.bad:
+        plural = "record" if outcome.bad == 1 else "records"
+        err.write(f"crashwatch: {outcome.bad} bad {plural} skipped\n")
+        return exitcodes.DATAERR
+    return exitcodes.OK
+
+
+def run_replay(options: ReplayOptions) -> int:
+    return anyio.run(replay, options, sys.stdout.buffer, sys.stderr)

@@ -1,0 +1,116 @@
+"""The line formats that scripts parse: verdict changes as text or JSON, status patches as JSON.
+
+These are public contracts (see docs/output.md); field order is fixed by the Structs below.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from pipeline.changes import ComponentChange, GraphChange, StatusWanted
+
+
+class ComponentLine(msgspec.Struct):
+    kind: Literal["component"]
+    time: str | None
+    namespace: str
+    graph: str
+    component: str
+    dcd: str | None
+    crash_looping: bool
+    pod: str | None
+    container: str | None
+    restarts: int | None
+    exit_code: int | None
+    message: str
+
+
+class GraphLine(msgspec.Struct):
+    kind: Literal["graph"]
+    time: str | None
+    namespace: str
+    graph: str
+    failed: bool
+    reason: str | None
+    components: tuple[str, ...]
+    message: str
+
+
+class PatchLine(msgspec.Struct):
+    apiVersion: str
+    kind: str
+    namespace: str
+    name: str
+    patch: dict[str, object]
+
+
+_encoder = msgspec.json.Encoder()
+
+
+def json_line(change: ComponentChange | GraphChange) -> bytes:
+    if isinstance(change, ComponentChange):
+        finding = change.finding
+        line: ComponentLine | GraphLine = ComponentLine(
+            kind="component",
+            time=change.time,
+            namespace=change.namespace,
+            graph=change.graph,
+            component=change.component,
+            dcd=change.dcd,
+            crash_looping=finding is not None,
+            pod=finding.pod if finding else None,
+            container=finding.container if finding else None,
+            restarts=finding.restarts if finding else None,
+            exit_code=finding.exit_code if finding else None,
+            message=change.message,
+        )
+    else:
+        line = GraphLine(
+            kind="graph",
+            time=change.time,
+            namespace=change.namespace,
+            graph=change.graph,
+            failed=change.failed,
+            reason=change.reason,
+            components=change.components,
+            message=change.message,
+        )
+    return _encoder.encode(line) + b"\n"
+
+
+def text_line(change: ComponentChange | GraphChange) -> bytes:
+    when = change.time or "-"
+    if isinstance(change, ComponentChange):
+        where = f"{change.namespace}/{change.graph}/{change.component}"
+        finding = change.finding
+        if finding is None:
+            text = f"{when}  {where}  RECOVERED"
+        else:
+            text = (
+                f"{when}  {where}  CRASH-LOOPING  pod={finding.pod} container={finding.container} "
+                f"restarts={finding.restarts} exit={finding.exit_code}"
+            )
+    else:
+        where = f"{change.namespace}/{change.graph}"
+        if change.failed:
+            parts = [
+                f"{name} (restarts={finding.restarts} exit={finding.exit_code})"
+                for name, finding in zip(change.components, change.findings, strict=True)
+            ]
+            text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
+        else:
+            text = f"{when}  {where}  RECOVERED"
+    return text.encode() + b"\n"
+
+
+def patch_line(wanted: StatusWanted) -> bytes:
+    line = PatchLine(
+        apiVersion=wanted.api_version,
+        kind=wanted.kind,
+        namespace=wanted.namespace,
+        name=wanted.name,
+        patch=wanted.patch(),
+    )
+    return _encoder.encode(line) + b"\n"
