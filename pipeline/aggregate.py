@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Generic, TypeVar
 
+import msgspec
+
 from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
 from pipeline.crashloop import Finding
 from pipeline.filter import ObjectChange, ObjectKey
@@ -91,8 +93,11 @@ class _Graph:
 class Aggregator:
     """Consumes `ObjectChange`s from the filter; returns the `Output`s each one causes, in order."""
 
-    def __init__(self, clock: Callable[[], str] | None = None) -> None:
+    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True) -> None:
+        """`synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
+        Pod before it may conclude that a failure it reported earlier has cleared."""
         self._clock = clock or (lambda: EPOCH)
+        self.synced = synced
         self.pods: dict[ObjectKey, PodView] = {}
         self._components: dict[ComponentKey, _Component] = {}
         self._graphs: dict[GraphKey, _Graph] = {}
@@ -158,7 +163,18 @@ class Aggregator:
                 seen.add(dkey)
                 yield deployment
 
-    # --- the one entry point -------------------------------------------------------------------------
+    # --- the entry points ---------------------------------------------------------------------------
+
+    def sync(self, time: str | None = None) -> list[Output]:
+        """Every object has been listed once: decide every DCD's and DGD's status now."""
+        self.synced = True
+        now = time or self._clock()
+        outputs: list[Output] = []
+        for key in sorted(self.dcds):
+            outputs += self._plan_dcd(key, now)
+        for key in sorted(self.dgds):
+            outputs += self._plan_dgd(key, now)
+        return outputs
 
     def apply(self, change: ObjectChange) -> list[Output]:
         view = change.view
@@ -207,12 +223,10 @@ class Aggregator:
             target.pods.add(key)
             if new.finding is not None:
                 target.looping.add(key)
-        outputs: list[Output] = []
-        if old_component is not None and old_component != new_component:
-            outputs += self._recompute(old_component, time)
-        if new_component is not None:
-            outputs += self._recompute(new_component, time)
-        return outputs
+        touched = [c for c in (old_component, new_component) if c is not None]
+        if len(touched) == 2 and touched[0] == touched[1]:
+            touched.pop()
+        return self._settle(touched, time)
 
     def _index_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
         for label, value in label_pairs(labels):
@@ -234,7 +248,38 @@ class Aggregator:
                     if not values:
                         del self._label_values[(namespace, label)]
 
-    def _recompute(self, component: ComponentKey, time: str | None) -> list[Output]:
+    def _settle(self, components: list[ComponentKey], time: str | None) -> list[Output]:
+        """Recompute the touched components, then their graphs once, then the statuses they decide.
+
+        Graphs come after all components, so a Pod moving between two components of one graph never
+        shows the graph recovering for a moment.
+        """
+        outputs: list[Output] = []
+        changed: list[ComponentKey] = []
+        graphs: list[GraphKey] = []
+        for component in components:
+            change = self._recompute_component(component, time)
+            if change is not None:
+                outputs.append(change)
+                changed.append(component)
+                graph = (component[0], component[1])
+                if graph not in graphs:
+                    graphs.append(graph)
+        for graph in graphs:
+            graph_change = self._recompute_graph(graph, time)
+            if graph_change is not None:
+                outputs.append(graph_change)
+        if not changed:
+            return outputs
+        now = time or self._clock()
+        for component in changed:
+            for dcd_key in sorted(self._dcd_by_component.get(component)):
+                outputs += self._plan_dcd(dcd_key, now)
+        for graph in graphs:
+            outputs += self._plan_dgd(graph, now)
+        return outputs
+
+    def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         state = self._components[component]
         best: Finding | None = None
         pods = self.pods
@@ -245,20 +290,9 @@ class Aggregator:
         if not state.pods:
             del self._components[component]
         if best == state.reported:
-            return []
+            return None
         state.reported = best
         namespace, graph, name = component
-        outputs: list[Output] = [
-            ComponentChange(
-                time=time,
-                namespace=namespace,
-                graph=graph,
-                component=name,
-                dcd=self._dcd_name(component, best),
-                finding=best,
-                message=best.describe() if best is not None else "no Pod is crash-looping",
-            )
-        ]
         graph_key = (namespace, graph)
         graph_state = self._graphs.get(graph_key)
         if graph_state is None:
@@ -267,28 +301,34 @@ class Aggregator:
             graph_state.looping.pop(name, None)
         else:
             graph_state.looping[name] = best
+        return ComponentChange(
+            time=time,
+            namespace=namespace,
+            graph=graph,
+            component=name,
+            dcd=self._dcd_name(component, best),
+            finding=best,
+            message=best.describe() if best is not None else "no Pod is crash-looping",
+        )
+
+    def _recompute_graph(self, graph_key: GraphKey, time: str | None) -> GraphChange | None:
+        graph_state = self._graphs[graph_key]
         verdict = graph_verdict(graph_state.looping)
         if not graph_state.looping:
             del self._graphs[graph_key]
-        if verdict != graph_state.verdict:
-            graph_state.verdict = verdict
-            outputs.append(
-                GraphChange(
-                    time=time,
-                    namespace=namespace,
-                    graph=graph,
-                    failed=verdict.failed,
-                    reason=verdict.reason,
-                    components=verdict.components,
-                    message=verdict.message,
-                    findings=verdict.findings,
-                )
-            )
-        now = time or self._clock()
-        for dcd_key in sorted(self._dcd_by_component.get(component)):
-            outputs += self._plan_dcd(dcd_key, now)
-        outputs += self._plan_dgd(graph_key, now)
-        return outputs
+        if verdict == graph_state.verdict:
+            return None
+        graph_state.verdict = verdict
+        return GraphChange(
+            time=time,
+            namespace=graph_key[0],
+            graph=graph_key[1],
+            failed=verdict.failed,
+            reason=verdict.reason,
+            components=verdict.components,
+            message=verdict.message,
+            findings=verdict.findings,
+        )
 
     def _dcd_name(self, component: ComponentKey, finding: Finding | None) -> str | None:
         dcds = self._dcd_by_component.get(component)
@@ -383,8 +423,8 @@ class Aggregator:
         return self._plan_dgd(key, time or self._clock())
 
     def _plan_dcd(self, key: ObjectKey, now: str) -> list[Output]:
-        dcd = self.dcds.get(key)
-        if dcd is None:
+        dcd = self._effective(("dcd", key), self.dcds.get(key))
+        if dcd is None or not self.synced:
             return []
         component = self._dcd_component(dcd)
         state = self._components.get(component) if component is not None else None
@@ -395,24 +435,33 @@ class Aggregator:
         return self._want(("dcd", key), dcd, condition, None, now)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
-        dgd = self.dgds.get(graph)
-        if dgd is None:
+        dgd = self._effective(("dgd", graph), self.dgds.get(graph))
+        if dgd is None or not self.synced:
             return []
         state = self._graphs.get(graph)
         verdict = state.verdict if state is not None else HEALTHY
-        dcds = [(self.dcds[k], self._pending_condition(("dcd", k))) for k in self._dcd_by_graph.get(graph)]
-        wanted = dgd_ready(dgd, verdict, dcds)
+        dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
+        wanted = dgd_ready(dgd, verdict, [d for d in dcds if d is not None])
         if wanted is None:
-            return self._want(("dgd", graph), dgd, None, None, now)
+            return []
         return self._want(("dgd", graph), dgd, wanted[1], wanted[0], now)
 
-    def _pending_condition(self, sent_key: tuple[str, ObjectKey]) -> Condition | None:
-        """The condition last asked of an object not observed since: what it will say once written."""
+    def _effective(self, sent_key: tuple[str, ObjectKey], view: StatusView | None) -> StatusView | None:
+        """The object as it will read once our last write lands, while no newer observation came in.
+
+        A newer observation replaces it: if another writer overwrote our failure, the plan sees that and
+        asserts it again (the patcher sink spaces such retries with backoff).
+        """
         sent = self._sent.get(sent_key)
-        if sent is None:
-            return None
-        view = self.dcds.get(sent_key[1]) if sent_key[0] == "dcd" else self.dgds.get(sent_key[1])
-        return sent[0].condition if sent[1] is view else None
+        if view is None or sent is None:
+            return view
+        if sent[1] is not view:
+            del self._sent[sent_key]
+            return view
+        wanted = sent[0]
+        return msgspec.structs.replace(
+            view, conditions=wanted.conditions, state=wanted.state if wanted.state is not None else view.state
+        )
 
     def _want(
         self,
@@ -424,12 +473,11 @@ class Aggregator:
     ) -> list[Output]:
         wanted = wanted_status(view, condition, state, now) if condition is not None else None
         if wanted is None:
-            self._sent.pop(sent_key, None)
             return []
-        sent = self._sent.get(sent_key)
-        if sent is not None and sent[1] is view and sent[0].condition == wanted.condition and sent[0].state == state:
+        observed = self.dcds.get(sent_key[1]) if sent_key[0] == "dcd" else self.dgds.get(sent_key[1])
+        if observed is None:
             return []
-        self._sent[sent_key] = (wanted, view)
+        self._sent[sent_key] = (wanted, observed)
         return [wanted]
 
     # --- introspection for tests and benchmarks ----------------------------------------------------

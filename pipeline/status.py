@@ -75,9 +75,9 @@ def dcd_available(dcd: StatusView, finding: Finding | None, deployment: Deployme
     )
 
 
-def dcd_is_available(dcd: StatusView, override: Condition | None = None) -> tuple[bool, str]:
+def dcd_is_available(dcd: StatusView) -> tuple[bool, str]:
     """Whether a DCD counts as available (its condition True at its generation), and why not."""
-    condition = override or dcd.condition(DCD_CONDITION)
+    condition = dcd.condition(DCD_CONDITION)
     if condition is None:
         return False, "no Available condition"
     if condition.status == "True" and condition.observed_generation in (0, dcd.generation):
@@ -85,9 +85,7 @@ def dcd_is_available(dcd: StatusView, override: Condition | None = None) -> tupl
     return False, condition.message or condition.reason or f"Available is {condition.status}"
 
 
-def dgd_ready(
-    dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[tuple[StatusView, Condition | None]]
-) -> tuple[str, Condition] | None:
+def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]) -> tuple[str, Condition] | None:
     """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say."""
     if verdict.failed:
         return "failed", Condition(
@@ -98,9 +96,9 @@ def dgd_ready(
         return None
     not_ready = []
     count = 0
-    for dcd, override in sorted(dcds, key=lambda pair: pair[0].name):
+    for dcd in sorted(dcds, key=lambda view: view.name):
         count += 1
-        ok, why = dcd_is_available(dcd, override)
+        ok, why = dcd_is_available(dcd)
         if not ok:
             not_ready.append(f"{dcd.name}: {why}")
     if count and not not_ready:

@@ -1,0 +1,223 @@
+"""Filter, aggregator and graph policy on plain objects: no I/O, no event loop."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
+
+from pipeline.aggregate import Aggregator
+from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.filter import EventFilter
+from pipeline.views import parse_selector
+from stream.events import WatchEvent
+from stream.objects import LabelSelector, SelectorRequirement
+
+
+class Harness:
+    def __init__(self) -> None:
+        self.filter = EventFilter()
+        self.aggregator = Aggregator()
+        self.passed = 0
+
+    def feed(self, *events: WatchEvent) -> list[Output]:
+        out: list[Output] = []
+        for ev in events:
+            change = self.filter.observe(ev)
+            if change is not None:
+                self.passed += 1
+                out += self.aggregator.apply(change)
+        return out
+
+    def changes(self, *events: WatchEvent) -> list[ComponentChange | GraphChange]:
+        return [o for o in self.feed(*events) if not isinstance(o, StatusWanted)]
+
+
+def summary(changes: list[Any]) -> list[tuple[Any, ...]]:
+    out: list[tuple[Any, ...]] = []
+    for c in changes:
+        if isinstance(c, ComponentChange):
+            f = c.finding
+            out.append(("component", c.component, f and (f.pod, f.restarts, f.exit_code)))
+        elif isinstance(c, GraphChange):
+            out.append(("graph", c.graph, c.failed, c.components))
+    return out
+
+
+def test_crash_loop_then_recovery_emits_component_and_graph_changes_once() -> None:
+    h = Harness()
+    assert h.changes(event("ADDED", crashing(restarts=1))) == []
+    got = h.changes(event("MODIFIED", crashing(restarts=2)))
+    assert summary(got) == [("component", "worker", ("p-0", 2, 1)), ("graph", "g", True, ("worker",))]
+    assert got[1].reason == "component_crash_looping"  # type: ignore[union-attr]
+    got = h.changes(event("MODIFIED", healthy()))
+    assert summary(got) == [("component", "worker", None), ("graph", "g", False, ())]
+
+
+def test_filter_drops_resource_version_annotation_and_unrelated_status_changes() -> None:
+    h = Harness()
+    base = crashing(restarts=2)
+    h.feed(event("ADDED", base))
+    noisy = crashing(restarts=2, resource_version="99")
+    noisy["metadata"]["annotations"] = {"a": "b"}
+    noisy["status"]["podIP"] = "10.0.0.1"
+    noisy["status"]["conditions"].append({"type": "PodScheduled", "status": "True"})
+    before = h.passed
+    assert h.feed(event("MODIFIED", noisy), event("MODIFIED", noisy)) == []
+    assert h.passed == before
+
+
+def test_duplicates_and_replayed_adds_change_nothing() -> None:
+    h = Harness()
+    first = h.changes(event("ADDED", crashing(restarts=2)))
+    assert len(first) == 2
+    assert h.changes(event("ADDED", crashing(restarts=2)), event("MODIFIED", crashing(restarts=2))) == []
+
+
+def test_message_follows_the_restart_count() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing(restarts=2)))
+    got = h.changes(event("MODIFIED", crashing(restarts=3)))
+    assert summary(got) == [("component", "worker", ("p-0", 3, 1)), ("graph", "g", True, ("worker",))]
+    assert "restarted 3 times" in got[0].message
+    assert "restarted 3 times" in got[1].message
+
+
+def test_smallest_name_is_reported_among_several_crash_looping_pods() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing("p-b", restarts=5)))
+    got = h.changes(event("ADDED", crashing("p-a", restarts=2)))
+    assert summary(got)[0] == ("component", "worker", ("p-a", 2, 1))
+    # a third, larger name changes nothing
+    assert h.changes(event("ADDED", crashing("p-c", restarts=9))) == []
+    # when the reported one recovers, the next smallest takes over
+    got = h.changes(event("MODIFIED", healthy("p-a")))
+    assert summary(got)[0] == ("component", "worker", ("p-b", 5, 1))
+
+
+def test_two_components_are_listed_sorted_by_name() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing("z", pod_labels=labels(component="zeta"))))
+    got = h.changes(event("ADDED", crashing("a", pod_labels=labels(component="alpha"))))
+    graph = got[-1]
+    assert isinstance(graph, GraphChange)
+    assert graph.components == ("alpha", "zeta")
+    assert graph.message.index("alpha:") < graph.message.index("zeta:")
+
+
+def test_relabel_moves_a_pod_between_components() -> None:
+    h = Harness()
+    p = crashing("p", restarts=2)
+    h.feed(event("ADDED", p))
+    got = h.changes(event("MODIFIED", relabel(p, labels(component="other"))))
+    assert summary(got) == [
+        ("component", "worker", None),
+        ("component", "other", ("p", 2, 1)),
+        ("graph", "g", True, ("other",)),
+    ]
+    assert h.aggregator.pods_of_component(("ns", "g", "worker")) == set()
+
+
+def test_losing_the_labels_takes_a_pod_out_and_unlabelled_pods_are_not_held() -> None:
+    h = Harness()
+    p = crashing("p", restarts=2)
+    h.feed(event("ADDED", p))
+    got = h.changes(event("MODIFIED", relabel(p, {"app": "x"})))
+    assert summary(got) == [("component", "worker", None), ("graph", "g", False, ())]
+    assert h.aggregator.pods == {}
+    assert len(h.filter) == 0
+    assert h.changes(event("ADDED", crashing("q", pod_labels={"app": "x"}))) == []
+    assert len(h.filter) == 0
+
+
+def test_delete_and_terminating_pods_leave() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing("a")), event("ADDED", crashing("b")))
+    got = h.changes(event("MODIFIED", crashing("a", deleting=True)))
+    assert summary(got)[0] == ("component", "worker", ("b", 2, 1))
+    got = h.changes(event("DELETED", crashing("b")))
+    assert summary(got) == [("component", "worker", None), ("graph", "g", False, ())]
+
+
+def test_a_late_delete_of_a_replaced_object_is_ignored() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing("p", uid="old")))
+    # delete and recreate seen as one update: same name, new uid
+    assert h.changes(event("MODIFIED", crashing("p", uid="new", restarts=3)))[0].finding.restarts == 3  # type: ignore[union-attr]
+    assert h.changes(event("DELETED", crashing("p", uid="old"))) == []
+    assert ("ns", "p") in h.aggregator.pods
+
+
+def test_rollout_pods_of_the_older_template_still_count() -> None:
+    h = Harness()
+    old = crashing("w-old", pod_labels=labels(**{"pod-template-hash": "aaa"}))
+    new = pod("w-new", pod_labels=labels(**{"pod-template-hash": "bbb"}), containers=[container(state="running")])
+    h.feed(event("ADDED", old))
+    assert h.changes(event("ADDED", new)) == []
+    assert h.aggregator.verdicts()[("ns", "g", "worker")].pod == "w-old"
+
+
+def test_index_keys_are_dropped_when_sets_empty() -> None:
+    h = Harness()
+    for i in range(5):
+        h.feed(event("ADDED", crashing(f"p{i}", pod_labels=labels(**{"x": str(i)}))))
+    for i in range(5):
+        h.feed(event("DELETED", crashing(f"p{i}", pod_labels=labels(**{"x": str(i)}))))
+    a = h.aggregator
+    assert (a.pods, a._components, a._graphs, len(a._by_label), a._label_values, len(a._by_namespace)) == (
+        {},
+        {},
+        {},
+        0,
+        {},
+        0,
+    )
+
+
+def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[str, Any]] | None = None) -> list[str]:
+    selector = parse_selector(
+        LabelSelector(
+            match_labels=match or {},
+            match_expressions=[SelectorRequirement(**e) for e in (exprs or [])],
+        )
+    )
+    assert selector is not None
+    return sorted(name for _, name in h.aggregator.select("ns", selector))
+
+
+def test_selectors_resolve_through_the_label_index() -> None:
+    h = Harness()
+    h.feed(
+        event("ADDED", crashing("a", pod_labels=labels(tier="gpu", sel="w"))),
+        event("ADDED", crashing("b", pod_labels=labels(tier="cpu", sel="w"))),
+        event("ADDED", crashing("c", pod_labels=labels(sel="w"))),
+        event("ADDED", crashing("d", pod_labels=labels(sel="x"), namespace="ns")),
+    )
+    assert _select(h, {"sel": "w"}) == ["a", "b", "c"]
+    assert _select(h, {"sel": "w", "tier": "gpu"}) == ["a"]
+    assert _select(h, exprs=[{"key": "tier", "operator": "In", "values": ["gpu", "cpu"]}]) == ["a", "b"]
+    assert _select(h, exprs=[{"key": "tier", "operator": "Exists"}]) == ["a", "b"]
+    assert _select(h, {"sel": "w"}, [{"key": "tier", "operator": "DoesNotExist"}]) == ["c"]
+    assert _select(h, {"sel": "w"}, [{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]) == ["b", "c"]
+    assert _select(h, exprs=[{"key": "tier", "operator": "NotIn", "values": ["gpu"]}]) == ["b", "c", "d"]
+    assert _select(h, {"sel": "nope"}) == []
+    assert _select(h, exprs=[{"key": "tier", "operator": "Bogus"}]) == []
+
+
+def test_deployment_index_finds_pods_and_owner_dcd_names_the_component() -> None:
+    h = Harness()
+    h.feed(event("ADDED", deployment("dep", match_labels={"sel": "w"}, owner_dcd="g-worker")))
+    got = h.changes(event("ADDED", crashing("a", pod_labels=labels(sel="w"))))
+    assert got[0].dcd == "g-worker"  # type: ignore[union-attr]
+    assert h.aggregator.pods_of_deployment("ns", "dep") == [("ns", "a")]
+    # a DCD labelled with the component is preferred
+    h.feed(event("ADDED", dcd("g-worker-abc123")))
+    got = h.changes(event("MODIFIED", crashing("a", restarts=3, pod_labels=labels(sel="w"))))
+    assert got[0].dcd == "g-worker-abc123"  # type: ignore[union-attr]
+
+
+def test_pods_of_other_namespaces_are_other_components() -> None:
+    h = Harness()
+    h.feed(event("ADDED", crashing("a", namespace="one")))
+    got = h.changes(event("ADDED", crashing("a", namespace="two")))
+    assert [(c.namespace, type(c).__name__) for c in got] == [("two", "ComponentChange"), ("two", "GraphChange")]

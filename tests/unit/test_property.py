@@ -1,0 +1,103 @@
+"""For random event sequences, the incremental aggregator agrees with a from-scratch computation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from builders import COMPONENT, GRAPH, container, event, labels, pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.aggregate import Aggregator
+from pipeline.changes import ComponentChange, GraphChange
+from pipeline.crashloop import Finding, crash_loop
+from pipeline.filter import EventFilter
+from pipeline.graph import graph_verdict
+from stream.objects import Pod
+
+NAMES = ["a", "b", "c", "d"]
+# weighted towards one component, so that it often holds several crash-looping Pods at once
+LABELS = [labels("g1", "x")] * 4 + [labels("g1", "y"), labels("g2", "x"), labels(None, "x"), {}]
+
+
+@st.composite
+def pod_objects(draw: st.DrawFn) -> dict[str, Any]:
+    name = draw(st.sampled_from(NAMES))
+    state = draw(st.sampled_from(["running", "waiting", "waiting", "waiting", "terminated"]))
+    return pod(
+        name,
+        namespace=draw(st.sampled_from(["n1", "n1", "n1", "n2"])),
+        uid=f"{name}-{draw(st.integers(0, 1))}",
+        pod_labels=draw(st.sampled_from(LABELS)),
+        containers=[
+            container(
+                restarts=draw(st.sampled_from([0, 1, 2, 2, 3])), state=state, exit_code=draw(st.sampled_from([0, 1, 1]))
+            )
+        ],
+        phase=draw(st.sampled_from(["Running", "Running", "Running", "Pending", "Succeeded"])),
+        ready=draw(st.integers(0, 3)) == 0,
+        deleting=draw(st.integers(0, 9)) == 0,
+        resource_version=str(draw(st.integers(0, 9))),
+    )
+
+
+operations = st.lists(st.tuples(st.sampled_from(["ADDED", "MODIFIED", "DELETED", "AGAIN"]), pod_objects()), max_size=40)
+
+
+def from_scratch(final: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[Any, Finding], dict[Any, Any]]:
+    components: dict[tuple[str, str, str], Finding] = {}
+    for raw in final.values():
+        meta = raw["metadata"]
+        lab = meta.get("labels", {})
+        graph, comp = lab.get(GRAPH), lab.get(COMPONENT)
+        if not graph or not comp or "deletionTimestamp" in meta:
+            continue
+        finding = crash_loop(msgspec.convert(raw, Pod))
+        key = (meta["namespace"], graph, comp)
+        if finding is not None and (key not in components or finding.pod < components[key].pod):
+            components[key] = finding
+    graphs: dict[tuple[str, str], dict[str, Finding]] = {}
+    for (ns, graph, comp), finding in components.items():
+        graphs.setdefault((ns, graph), {})[comp] = finding
+    return components, {key: graph_verdict(members) for key, members in graphs.items()}
+
+
+@settings(max_examples=300, deadline=None)
+@given(operations)
+def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[str, dict[str, Any]]]) -> None:
+    f, agg = EventFilter(), Aggregator()
+    final: dict[tuple[str, str], dict[str, Any]] = {}
+    last_line: dict[Any, Any] = {}
+    previous: tuple[str, dict[str, Any]] | None = None
+    for op, obj in ops:
+        if op == "AGAIN":
+            if previous is None:
+                continue
+            op, obj = previous
+        previous = (op, obj)
+        key = (obj["metadata"]["namespace"], obj["metadata"]["name"])
+        if op == "DELETED":
+            if key in final and final[key]["metadata"]["uid"] == obj["metadata"]["uid"]:
+                del final[key]
+        else:
+            final[key] = obj
+        change = f.observe(event(op, obj))
+        for out in agg.apply(change) if change is not None else []:
+            if isinstance(out, ComponentChange):
+                ident: Any = ("c", out.namespace, out.graph, out.component)
+                line = msgspec.structs.replace(out, time=None)
+            elif isinstance(out, GraphChange):
+                ident = ("g", out.namespace, out.graph)
+                line = msgspec.structs.replace(out, time=None)
+            else:
+                continue
+            assert last_line.get(ident) != line, f"repeated line {line}"
+            last_line[ident] = line
+    components, graphs = from_scratch(final)
+    assert agg.verdicts() == components
+    assert agg.graph_verdicts() == {k: v for k, v in graphs.items() if v.failed}
+    # the last line printed for each component says what the final verdict is
+    for ident, line in last_line.items():
+        if ident[0] == "c":
+            assert line.finding == components.get(ident[1:])
