@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from crashwatch import __version__, exitcodes
 
@@ -89,16 +89,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                     logs=args.logs, output=args.output, patches=args.patches, strict=args.strict, progress=args.progress
                 )
             )
-    except BrokenPipeError:
-        _silence_stdout()
-        return exitcodes.SIGPIPE
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # a bug: one line, not a traceback
-        print(f"crashwatch: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
+        leaves = list(_leaves(exc))
+        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+            _silence_stdout()
+            return exitcodes.SIGPIPE
+        leaf = leaves[0]
+        print(f"crashwatch: internal error: {type(leaf).__name__}: {leaf}", file=sys.stderr)
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
     return exitcodes.USAGE
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    """The exceptions inside (nested) exception groups, as task groups raise them."""
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
 
 
 def _silence_stdout() -> None:

@@ -22,6 +22,7 @@ from stream.decode import Decoded, RecordProblem, decode_json, from_value
 from stream.events import BadRecord, WatchEvent
 
 BATCH = 256
+CUT_AT_END = "record is cut short (the log ends before it closes)"
 LogItem = WatchEvent | BadRecord
 
 
@@ -136,7 +137,7 @@ def _read_json(source: LogSource) -> Iterator[LogItem]:
                 pending, start = [line], lines
                 continue
             if one_per_line is not None:
-                yield from _decode_at(line, f"{name}:{lines}")
+                yield from _decode_at(line, f"{name}:{lines}", last=not line.endswith(b"\n"))
                 continue
             try:
                 decoded = decode_json(line)
@@ -154,14 +155,15 @@ def _read_json(source: LogSource) -> Iterator[LogItem]:
         yield BadRecord(f"{name}:{lines + 1}", f"cannot read further: {_io_problem(exc)}")
         return
     if pending:
-        yield BadRecord(f"{name}:{start}", "record is cut short (the log ends before it closes)")
+        yield BadRecord(f"{name}:{start}", CUT_AT_END)
 
 
-def _decode_at(data: bytes, where: str) -> Iterator[LogItem]:
+def _decode_at(data: bytes, where: str, last: bool = False) -> Iterator[LogItem]:
     try:
         decoded = decode_json(data)
     except RecordProblem as exc:
-        yield BadRecord(where, str(exc))
+        # a final line with no newline that does not parse is what a killed recorder leaves
+        yield BadRecord(where, CUT_AT_END if last else str(exc))
         return
     yield from _emit(decoded, where)
 

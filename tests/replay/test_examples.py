@@ -1,0 +1,135 @@
+"""The CLI on the bundled examples, in every format a log can come in."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from cli import EXAMPLES, run
+
+CASES = [
+    ("rollout-recovers.jsonl", [], "rollout-recovers.expected.txt"),
+    ("rollout-recovers.jsonl", ["-o", "json"], "rollout-recovers.expected.jsonl"),
+    ("rollout-recovers.jsonl", ["--patches"], "rollout-recovers.expected.patches.jsonl"),
+    ("two-failing-components.json", [], "two-failing-components.expected.txt"),
+    ("two-failing-components.json", ["-o", "json"], "two-failing-components.expected.jsonl"),
+    ("two-failing-components.json", ["--patches"], "two-failing-components.expected.patches.jsonl"),
+]
+
+
+@pytest.mark.parametrize("log,flags,expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
+def test_example_matches_its_expected_output(log: str, flags: list[str], expected: str) -> None:
+    result = run("replay", *flags, str(EXAMPLES / log))
+    assert result.stderr == b""
+    assert result.returncode == 0
+    assert result.stdout.decode() == (EXAMPLES / expected).read_text()
+
+
+def test_json_lines_follow_the_contract() -> None:
+    result = run("replay", "-o", "json", str(EXAMPLES / "two-failing-components.json"))
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    component_keys = [
+        "kind",
+        "time",
+        "namespace",
+        "graph",
+        "component",
+        "dcd",
+        "crash_looping",
+        "pod",
+        "container",
+        "restarts",
+        "exit_code",
+        "message",
+    ]
+    graph_keys = ["kind", "time", "namespace", "graph", "failed", "reason", "components", "message"]
+    for line in lines:
+        assert list(line) == (component_keys if line["kind"] == "component" else graph_keys)
+        assert line["time"] is None  # kubectl output carries no times
+    graphs = [line for line in lines if line["kind"] == "graph"]
+    assert graphs[-1]["components"] == ["DecodeWorker", "PrefillWorker"]
+    decode = [line for line in lines if line.get("component") == "DecodeWorker"][0]
+    assert (decode["container"], decode["exit_code"], decode["dcd"]) == (
+        "model-download",
+        1,
+        "disagg-decodeworker-0f1e2d",
+    )
+    prefill = [line for line in lines if line.get("component") == "PrefillWorker"][0]
+    assert prefill["exit_code"] == 137
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _crashing_pod(events: list[dict[str, Any]], restarts: int) -> dict[str, Any]:
+    for e in events:
+        obj = e["object"]
+        statuses = obj.get("status", {}).get("containerStatuses") or [{}]
+        if obj["kind"] == "Pod" and statuses[0].get("restartCount") == restarts:
+            return dict(obj)
+    raise AssertionError(f"no Pod with {restarts} restarts")
+
+
+@pytest.fixture
+def expected_text() -> str:
+    return (EXAMPLES / "rollout-recovers.expected.txt").read_text()
+
+
+def test_gzip_and_stdin(tmp_path: Path, expected_text: str) -> None:
+    data = (EXAMPLES / "rollout-recovers.jsonl").read_bytes()
+    (tmp_path / "log.jsonl.gz").write_bytes(gzip.compress(data))
+    assert run("replay", str(tmp_path / "log.jsonl.gz")).stdout.decode() == expected_text
+    assert run("replay", "-", stdin=data).stdout.decode() == expected_text
+    assert run("replay", "-", stdin=gzip.compress(data)).stdout.decode() == expected_text
+
+
+def test_several_logs_replay_in_order(tmp_path: Path, expected_text: str) -> None:
+    lines = (EXAMPLES / "rollout-recovers.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "a.jsonl").write_text("".join(lines[:14]))
+    (tmp_path / "b.jsonl").write_text("".join(lines[14:]))
+    result = run("replay", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
+    assert result.stdout.decode() == expected_text
+
+
+def test_yaml_documents_and_lists(tmp_path: Path) -> None:
+    events = _events(EXAMPLES / "rollout-recovers.jsonl")
+    (tmp_path / "log.yaml").write_text(yaml.safe_dump_all(events))
+    result = run("replay", "-o", "json", str(tmp_path / "log.yaml"))
+    assert result.returncode == 0, result.stderr
+    got = [json.loads(line) for line in result.stdout.splitlines()]
+    want = [json.loads(line) for line in (EXAMPLES / "rollout-recovers.expected.jsonl").read_text().splitlines()]
+    assert got == want
+    # a snapshot: a List whose items lack kind (as the API server sends them), in YAML and in JSON
+    item = {k: v for k, v in _crashing_pod(events, 3).items() if k != "kind"}
+    snapshot = {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [item]}
+    (tmp_path / "pods.yml").write_text(yaml.safe_dump(snapshot))
+    (tmp_path / "pods.json").write_text(json.dumps(snapshot, indent=4))
+    for name in ("pods.yml", "pods.json"):
+        result = run("replay", "-o", "json", str(tmp_path / name))
+        lines = [json.loads(line) for line in result.stdout.splitlines()]
+        assert [(line["kind"], line.get("restarts")) for line in lines] == [("component", 3), ("graph", None)], name
+        assert lines[0]["time"] is None
+
+
+def test_kubectl_list_with_kinds_and_unknown_kinds_are_skipped(tmp_path: Path) -> None:
+    events = _events(EXAMPLES / "rollout-recovers.jsonl")
+    snapshot = {
+        "kind": "List",
+        "apiVersion": "v1",
+        "items": [{"kind": "Service", "metadata": {"name": "x"}}, _crashing_pod(events, 3)],
+    }
+    (tmp_path / "all.json").write_text(json.dumps(snapshot))
+    result = run("replay", str(tmp_path / "all.json"))
+    assert result.returncode == 0, result.stderr
+    assert b"CRASH-LOOPING" in result.stdout and b"restarts=3" in result.stdout
+
+
+def test_help_shows_an_example() -> None:
+    result = run("replay", "--help")
+    assert result.returncode == 0
+    assert b"crashwatch replay examples/rollout-recovers.jsonl" in result.stdout
