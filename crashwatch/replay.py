@@ -1,7 +1,8 @@
 """`crashwatch replay`: recorded logs through the same stages and sinks as the live watcher.
 
-Logs are read in a worker thread, so a pipe on stdin hands over each record as it arrives while the
-stages keep running; a regular file is read in batches. Bad records are reported on stderr as they are
+Logs are read in a daemon thread, so a pipe on stdin hands over each record as it arrives while the
+stages keep running, and a read blocked on a quiet pipe never keeps the process from exiting; a regular
+file is read in batches. Bad records are reported on stderr as they are
 met; the replay goes on (or, with --strict, drains what came before and stops) and the exit code says so.
 """
 
@@ -10,13 +11,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import IO, BinaryIO, TextIO
+from queue import Empty, Full, Queue
+from typing import IO, BinaryIO, TextIO, cast
 
 import anyio
-import anyio.from_thread
 import anyio.to_thread
 from anyio.abc import ObjectSendStream
 
@@ -78,6 +80,36 @@ def _interactive(stream: IO[bytes]) -> bool:
         return False
 
 
+_DONE = object()
+
+
+def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.Event) -> None:
+    """Runs in a daemon thread: a read blocked on a quiet pipe must never keep the process alive."""
+
+    def put(item: object) -> bool:
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    try:
+        for source in sources:
+            one_by_one = _interactive(source.stream)
+            try:
+                for batch in read_log(source, batch=1 if one_by_one else None):
+                    if not put((source, batch)):
+                        return
+            finally:
+                source.close()
+    except BaseException as exc:  # handed to the event loop, which reports it
+        put(exc)
+        return
+    put(_DONE)
+
+
 async def _read_logs(
     sources: Sequence[LogSource],
     send: ObjectSendStream[list[WatchEvent]],
@@ -86,42 +118,48 @@ async def _read_logs(
     outcome: _Outcome,
     progress: _Progress,
 ) -> None:
-    async def deliver(source: LogSource, batch: list[WatchEvent | BadRecord]) -> bool:
-        events: list[WatchEvent] = []
-        for item in batch:
-            if isinstance(item, BadRecord):
+    queue: Queue[object] = Queue(maxsize=BUFFER)
+    stop = threading.Event()
+    thread = threading.Thread(target=_reader, args=(sources, queue, stop), name="crashwatch-log-reader", daemon=True)
+    thread.start()
+
+    def take() -> object:
+        try:
+            return queue.get(timeout=0.1)
+        except Empty:
+            return None
+
+    try:
+        async with send:
+            while True:
+                item = await anyio.to_thread.run_sync(take)
+                if item is None:
+                    continue
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
+                events: list[WatchEvent] = []
+                for entry in batch:
+                    if isinstance(entry, BadRecord):
+                        if events:
+                            await send.send(events)
+                            events = []
+                        outcome.bad += 1
+                        progress.clear()
+                        err.write(f"crashwatch: {entry}\n")
+                        err.flush()
+                        if strict:
+                            outcome.stopped = True
+                            return
+                    else:
+                        events.append(entry)
                 if events:
+                    progress.add(source.name, len(events))
                     await send.send(events)
-                    events = []
-                outcome.bad += 1
-                progress.clear()
-                err.write(f"crashwatch: {item}\n")
-                err.flush()
-                if strict:
-                    outcome.stopped = True
-                    return False
-            else:
-                events.append(item)
-        if events:
-            progress.add(source.name, len(events))
-            await send.send(events)
-        return True
-
-    def pump(source: LogSource) -> bool:
-        one_by_one = _interactive(source.stream)
-        for batch in read_log(source, batch=1 if one_by_one else None):
-            if not anyio.from_thread.run(deliver, source, batch):
-                return False
-        return True
-
-    async with send:
-        for source in sources:
-            try:
-                keep_going = await anyio.to_thread.run_sync(pump, source, abandon_on_cancel=True)
-            finally:
-                source.close()
-            if not keep_going:
-                break
+    finally:
+        stop.set()
 
 
 async def replay(

@@ -11,7 +11,7 @@ Index keys are dropped when their sets empty, so churn does not grow memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import msgspec
 
@@ -34,33 +34,37 @@ from pipeline.views import (
 from stream.objects import Condition
 
 K = TypeVar("K", bound=Hashable)
+M = TypeVar("M", bound=Hashable)
 EPOCH = "1970-01-01T00:00:00Z"
 
 
-class Index(Generic[K]):
-    """A named index: index key -> set of object keys; a key whose set empties is dropped."""
+class Index(Generic[K, M]):
+    """A named index: index key -> set of members; a key whose set empties is dropped."""
 
     __slots__ = ("_sets",)
 
     def __init__(self) -> None:
-        self._sets: dict[K, set[ObjectKey]] = {}
+        self._sets: dict[K, set[M]] = {}
 
-    def add(self, key: K, obj: ObjectKey) -> None:
+    def add(self, key: K, obj: M) -> None:
         members = self._sets.get(key)
         if members is None:
             self._sets[key] = {obj}
         else:
             members.add(obj)
 
-    def remove(self, key: K, obj: ObjectKey) -> None:
+    def remove(self, key: K, obj: M) -> bool:
+        """Remove a member; True when that emptied (and dropped) the key."""
         members = self._sets.get(key)
         if members is None:
-            return
+            return False
         members.discard(obj)
         if not members:
             del self._sets[key]
+            return True
+        return False
 
-    def get(self, key: K) -> set[ObjectKey]:
+    def get(self, key: K) -> set[M]:
         return self._sets.get(key) or _EMPTY
 
     def keys(self) -> Iterable[K]:
@@ -70,7 +74,9 @@ class Index(Generic[K]):
         return len(self._sets)
 
 
-_EMPTY: set[ObjectKey] = set()
+_EMPTY: set[Any] = set()
+# Pods with identical labels (the replicas of one template) share one entry in the label index.
+LabelSetKey = tuple[str, Labels]
 
 
 class _Component:
@@ -101,16 +107,17 @@ class Aggregator:
         self.pods: dict[ObjectKey, PodView] = {}
         self._components: dict[ComponentKey, _Component] = {}
         self._graphs: dict[GraphKey, _Graph] = {}
-        self._by_label: Index[tuple[str, str, str]] = Index()
-        self._label_values: dict[tuple[str, str], set[str]] = {}
-        self._by_namespace: Index[str] = Index()
+        self._label_sets: Index[LabelSetKey, ObjectKey] = Index()
+        self._by_label: Index[tuple[str, str, str], LabelSetKey] = Index()
+        self._label_values: Index[tuple[str, str], str] = Index()
+        self._by_namespace: Index[str, LabelSetKey] = Index()
         self.deployments: dict[ObjectKey, DeploymentView] = {}
-        self._deployment_anchor: Index[tuple[str, str, str]] = Index()
-        self._deployment_unanchored: Index[str] = Index()
-        self._deployment_by_dcd: Index[ObjectKey] = Index()
+        self._deployment_anchor: Index[tuple[str, str, str], ObjectKey] = Index()
+        self._deployment_unanchored: Index[str, ObjectKey] = Index()
+        self._deployment_by_dcd: Index[ObjectKey, ObjectKey] = Index()
         self.dcds: dict[ObjectKey, StatusView] = {}
-        self._dcd_by_component: Index[ComponentKey] = Index()
-        self._dcd_by_graph: Index[GraphKey] = Index()
+        self._dcd_by_component: Index[ComponentKey, ObjectKey] = Index()
+        self._dcd_by_graph: Index[GraphKey, ObjectKey] = Index()
         self.dgds: dict[ObjectKey, StatusView] = {}
         self._sent: dict[tuple[str, ObjectKey], tuple[StatusWanted, StatusView]] = {}
 
@@ -121,15 +128,19 @@ class Aggregator:
         return state.pods if state is not None else _EMPTY
 
     def select(self, namespace: str, selector: Selector) -> list[ObjectKey]:
-        """The tracked Pods a label selector selects, found from the smallest index set its terms allow."""
-        best: set[ObjectKey] | None = None
+        """The tracked Pods a label selector selects.
+
+        Candidates are the label sets (not Pods) under the smallest index entry a positive term allows;
+        the selector is matched once per label set, and its Pods are taken whole.
+        """
+        best: set[LabelSetKey] | None = None
         for term in selector:
             if not term.positive:
                 continue
             if term.operator == "In" and len(term.values) == 1:
                 found = self._by_label.get((namespace, term.key, term.values[0]))
             else:
-                values = term.values if term.operator == "In" else self._label_values.get((namespace, term.key), ())
+                values = term.values if term.operator == "In" else self._label_values.get((namespace, term.key))
                 found = set()
                 for value in values:
                     found |= self._by_label.get((namespace, term.key, value))
@@ -138,8 +149,11 @@ class Aggregator:
             if not best:
                 return []
         candidates = self._by_namespace.get(namespace) if best is None else best
-        pods = self.pods
-        return [key for key in candidates if selector_matches(selector, pods[key].labels)]
+        selected: list[ObjectKey] = []
+        for label_set in candidates:
+            if selector_matches(selector, label_set[1]):
+                selected.extend(self._label_sets.get(label_set))
+        return selected
 
     def pods_of_deployment(self, namespace: str, name: str) -> list[ObjectKey]:
         deployment = self.deployments.get((namespace, name))
@@ -203,10 +217,7 @@ class Aggregator:
                 self._index_labels(key, namespace, new_labels)
         if new is None:
             del self.pods[key]
-            self._by_namespace.remove(namespace, key)
         else:
-            if old is None:
-                self._by_namespace.add(namespace, key)
             self.pods[key] = new
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
@@ -214,7 +225,7 @@ class Aggregator:
             state = self._components[old_component]
             if old_component != new_component:
                 state.pods.discard(key)
-            if old_component != new_component or new is None or new.finding is None:
+            if state.looping and (old_component != new_component or new is None or new.finding is None):
                 state.looping.discard(key)
         if new is not None and new_component is not None:
             target = self._components.get(new_component)
@@ -222,6 +233,8 @@ class Aggregator:
                 target = self._components[new_component] = _Component()
             target.pods.add(key)
             if new.finding is not None:
+                if target.looping is _EMPTY:
+                    target.looping = set()
                 target.looping.add(key)
         touched = [c for c in (old_component, new_component) if c is not None]
         if len(touched) == 2 and touched[0] == touched[1]:
@@ -229,24 +242,25 @@ class Aggregator:
         return self._settle(touched, time)
 
     def _index_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
+        label_set = (namespace, labels)
+        members = self._label_sets.get(label_set)
+        if members:
+            members.add(key)
+            return
+        self._label_sets.add(label_set, key)
+        self._by_namespace.add(namespace, label_set)
         for label, value in label_pairs(labels):
-            self._by_label.add((namespace, label, value), key)
-            values = self._label_values.get((namespace, label))
-            if values is None:
-                self._label_values[(namespace, label)] = {value}
-            else:
-                values.add(value)
+            self._by_label.add((namespace, label, value), label_set)
+            self._label_values.add((namespace, label), value)
 
     def _unindex_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
+        label_set = (namespace, labels)
+        if not self._label_sets.remove(label_set, key):
+            return
+        self._by_namespace.remove(namespace, label_set)
         for label, value in label_pairs(labels):
-            index_key = (namespace, label, value)
-            self._by_label.remove(index_key, key)
-            if not self._by_label.get(index_key):
-                values = self._label_values.get((namespace, label))
-                if values is not None:
-                    values.discard(value)
-                    if not values:
-                        del self._label_values[(namespace, label)]
+            if self._by_label.remove((namespace, label, value), label_set):
+                self._label_values.remove((namespace, label), value)
 
     def _settle(self, components: list[ComponentKey], time: str | None) -> list[Output]:
         """Recompute the touched components, then their graphs once, then the statuses they decide.

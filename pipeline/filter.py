@@ -8,12 +8,15 @@ they just lost those labels (the aggregator must hear that they left).
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Hashable
+from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
 from pipeline.views import (
+    ComponentKey,
     DeploymentView,
+    Labels,
     PodView,
     StatusView,
     View,
@@ -53,11 +56,43 @@ def _tracked(view: View) -> bool:
     return not isinstance(view, PodView) or view.component is not None
 
 
+T = TypeVar("T", bound=Hashable)
+
+
+class _Shared(Generic[T]):
+    """One object per distinct value, counted, so the replicas of a template share their labels tuple
+    and component key instead of holding a copy each; a value no view holds any more is forgotten."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self) -> None:
+        self._refs: dict[T, list[Any]] = {}
+
+    def acquire(self, value: T) -> T:
+        entry = self._refs.get(value)
+        if entry is None:
+            self._refs[value] = [value, 1]
+            return value
+        entry[1] += 1
+        return entry[0]  # type: ignore[no-any-return]
+
+    def release(self, value: T) -> None:
+        entry = self._refs[value]
+        entry[1] -= 1
+        if not entry[1]:
+            del self._refs[value]
+
+    def __len__(self) -> int:
+        return len(self._refs)
+
+
 class EventFilter:
     """Remembers the last view of each object it let through."""
 
     def __init__(self) -> None:
         self._views: dict[tuple[type, str], dict[ObjectKey, View]] = {}
+        self._labels: _Shared[Labels] = _Shared()
+        self._components: _Shared[ComponentKey] = _Shared()
 
     def __len__(self) -> int:
         return sum(len(views) for views in self._views.values())
@@ -75,17 +110,33 @@ class EventFilter:
         if event.type == "DELETED":
             if old is None or old.uid != view.uid:
                 return None
-            del views[key]
+            self._forget(views, key, old)
             return ObjectChange("delete", key, old, event.time)
         if old == view:
             return None
         if not _tracked(view):
             if old is None:
                 return None
-            del views[key]
+            self._forget(views, key, old)
             return ObjectChange("delete", key, old, event.time)
+        if isinstance(view, PodView) and view.component is not None:
+            view = msgspec.structs.replace(
+                view, labels=self._labels.acquire(view.labels), component=self._components.acquire(view.component)
+            )
+            if isinstance(old, PodView):
+                self._release(old)
         views[key] = view
         return ObjectChange("upsert", key, view, event.time)
+
+    def _forget(self, views: dict[ObjectKey, View], key: ObjectKey, old: View) -> None:
+        del views[key]
+        if isinstance(old, PodView):
+            self._release(old)
+
+    def _release(self, old: PodView) -> None:
+        self._labels.release(old.labels)
+        if old.component is not None:
+            self._components.release(old.component)
 
 
 __all__ = ["DeploymentView", "EventFilter", "ObjectChange", "ObjectKey", "PodView", "StatusView", "view_of"]

@@ -53,7 +53,7 @@ def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
 
 
 class PodView(msgspec.Struct, frozen=True, gc=False):
-    uid: str
+    uid: int  # hash of the uid: only compared, and a third the size of the string
     namespace: str
     name: str
     labels: Labels
@@ -64,7 +64,7 @@ class PodView(msgspec.Struct, frozen=True, gc=False):
 def pod_view(pod: Pod) -> PodView:
     meta = pod.metadata
     return PodView(
-        uid=meta.uid,
+        uid=hash(meta.uid),
         namespace=_intern(meta.namespace),
         name=meta.name,
         labels=flat_labels(meta.labels),

@@ -52,13 +52,13 @@ def test_json_lines_follow_the_contract() -> None:
         assert line["time"] is None  # kubectl output carries no times
     graphs = [line for line in lines if line["kind"] == "graph"]
     assert graphs[-1]["components"] == ["DecodeWorker", "PrefillWorker"]
-    decode = [line for line in lines if line.get("component") == "DecodeWorker"][0]
+    decode = next(line for line in lines if line.get("component") == "DecodeWorker")
     assert (decode["container"], decode["exit_code"], decode["dcd"]) == (
         "model-download",
         1,
         "disagg-decodeworker-0f1e2d",
     )
-    prefill = [line for line in lines if line.get("component") == "PrefillWorker"][0]
+    prefill = next(line for line in lines if line.get("component") == "PrefillWorker")
     assert prefill["exit_code"] == 137
 
 
@@ -133,3 +133,28 @@ def test_help_shows_an_example() -> None:
     result = run("replay", "--help")
     assert result.returncode == 0
     assert b"crashwatch replay examples/rollout-recovers.jsonl" in result.stdout
+
+
+def test_a_pipe_on_stdin_is_diagnosed_record_by_record() -> None:
+    """`kubectl ... --watch | crashwatch replay -`: each change shows up before the input ends."""
+    import subprocess
+    import threading
+
+    from cli import crashwatch_command
+
+    lines = (EXAMPLES / "rollout-recovers.jsonl").read_bytes().splitlines(keepends=True)
+    proc = subprocess.Popen([*crashwatch_command(), "replay", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    watchdog = threading.Timer(30, proc.kill)  # a regression must fail the test, not hang it
+    watchdog.start()
+    try:
+        for line in lines[:13]:  # up to the event that proves the crash loop
+            proc.stdin.write(line)
+        proc.stdin.flush()
+        first = proc.stdout.readline()  # would block until EOF if records were held back for a batch
+        assert b"CRASH-LOOPING" in first and b"restarts=2" in first
+    finally:
+        watchdog.cancel()
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    assert proc.returncode == 0

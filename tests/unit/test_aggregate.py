@@ -164,14 +164,9 @@ def test_index_keys_are_dropped_when_sets_empty() -> None:
     for i in range(5):
         h.feed(event("DELETED", crashing(f"p{i}", pod_labels=labels(**{"x": str(i)}))))
     a = h.aggregator
-    assert (a.pods, a._components, a._graphs, len(a._by_label), a._label_values, len(a._by_namespace)) == (
-        {},
-        {},
-        {},
-        0,
-        {},
-        0,
-    )
+    assert (a.pods, a._components, a._graphs) == ({}, {}, {})
+    assert [len(i) for i in (a._label_sets, a._by_label, a._label_values, a._by_namespace)] == [0, 0, 0, 0]
+    assert (len(h.filter._labels), len(h.filter._components)) == (0, 0)
 
 
 def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[str, Any]] | None = None) -> list[str]:
@@ -221,3 +216,16 @@ def test_pods_of_other_namespaces_are_other_components() -> None:
     h.feed(event("ADDED", crashing("a", namespace="one")))
     got = h.changes(event("ADDED", crashing("a", namespace="two")))
     assert [(c.namespace, type(c).__name__) for c in got] == [("two", "ComponentChange"), ("two", "GraphChange")]
+
+
+def test_replicas_share_one_label_set_and_selection_still_finds_each() -> None:
+    h = Harness()
+    for i in range(3):
+        h.feed(event("ADDED", crashing(f"r{i}", pod_labels=labels(sel="w"))))
+    views = [h.aggregator.pods[("ns", f"r{i}")] for i in range(3)]
+    assert views[0].labels is views[1].labels is views[2].labels
+    assert len(h.aggregator._label_sets) == 1
+    assert _select(h, {"sel": "w"}) == ["r0", "r1", "r2"]
+    h.feed(event("MODIFIED", crashing("r1", pod_labels=labels(sel="v"))))
+    assert _select(h, {"sel": "w"}) == ["r0", "r2"]
+    assert _select(h, {"sel": "v"}) == ["r1"]

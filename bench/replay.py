@@ -1,0 +1,278 @@
+"""Benchmark of `crashwatch replay` (issue 2): throughput, memory per tracked Pod, lookup time.
+
+    python -m bench.replay            # the full run: 100,000 events over 10,000 Pods of ~10 KB
+    python -m bench.replay --quick    # a small run that checks the benchmark itself still works
+
+It measures, in one run, the whole replay pipeline (the installed `crashwatch` command, output to
+/dev/null) against the same log decoded by `json.loads` alone and by kubernetes-asyncio's V1Pod
+deserialisation; memory per tracked Pod at 10,000 and 100,000 Pods; and the per-component lookup time
+next to a label-selector scan at 1,000 / 10,000 / 100,000 unrelated Pods. The log is cached under
+.cache/bench. Targets are in docs/benchmarks.md; this script reports, it does not judge.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import time
+import timeit
+import tracemalloc
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from examples.realistic import set_crashing, set_init_crashing, set_running, worker_pod
+from pipeline.aggregate import Aggregator
+from pipeline.filter import EventFilter
+from pipeline.views import selector_matches
+from stream.events import WatchEvent
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / ".cache" / "bench"
+
+
+def _statuses() -> list[dict[str, Any]]:
+    template = worker_pod("ns", "template", "g", "c")
+    variants = [set_running(template, ready=False), set_running(template)]
+    variants += [set_crashing(template, r) for r in range(1, 6)]
+    variants += [set_crashing(template, 3, exit_code=137, reason="OOMKilled"), set_init_crashing(template, 2)]
+    return [v["status"] for v in variants]
+
+
+def generate_log(path: Path, events: int, pods: int, seed: int = 7) -> None:
+    """`pods` realistic Pods in 10 namespaces, 20 per component; first each is ADDED, then status updates."""
+    rng = random.Random(seed)
+    statuses = _statuses()
+    objects: list[dict[str, Any]] = []
+    for i in range(pods):
+        ns = f"team-{i % 10}"
+        graph = f"graph-{(i // 10) % 25}"
+        component = f"worker-{i // 250}"
+        objects.append(worker_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, node=f"gpu-node-{i % 64:02d}"))
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as out:
+        for n in range(events):
+            if n < pods:
+                obj, kind = objects[n], "ADDED"
+            else:
+                obj, kind = objects[rng.randrange(pods)], "MODIFIED"
+                obj["status"] = statuses[rng.randrange(len(statuses))]
+            obj["metadata"]["resourceVersion"] = str(10_000 + n)
+            record = {"type": kind, "object": obj, "time": f"2026-11-20T10:{(n // 1000) % 60:02d}:{n % 60:02d}Z"}
+            out.write(json.dumps(record, separators=(",", ":")))
+            out.write("\n")
+    tmp.rename(path)
+
+
+def crashwatch_command() -> list[str]:
+    script = Path(sys.executable).parent / "crashwatch"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "crashwatch"]
+
+
+def time_pipeline(log: Path) -> float:
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as devnull:
+        subprocess.run(
+            [*crashwatch_command(), "replay", "-o", "json", "--no-progress", str(log)], stdout=devnull, check=True
+        )
+    return time.perf_counter() - start
+
+
+def time_json_loads(log: Path) -> float:
+    start = time.perf_counter()
+    with open(log, "rb") as f:
+        for line in f:
+            json.loads(line)
+    return time.perf_counter() - start
+
+
+def time_kubernetes_asyncio(log: Path, sample: int) -> tuple[float, int]:
+    """Seconds for `sample` events through kubernetes-asyncio's V1Pod deserialisation (json.loads included)."""
+    from kubernetes_asyncio.client import ApiClient
+
+    class Response:
+        def __init__(self, data: bytes) -> None:
+            self.data = data
+
+    lines: list[bytes] = []
+    with open(log, "rb") as f:
+        for line in f:
+            lines.append(line)
+            if len(lines) >= sample:
+                break
+
+    async def measure() -> float:
+        async with ApiClient() as client:  # it needs a running loop for its connector
+            start = time.perf_counter()
+            for line in lines:
+                event = json.loads(line)
+                client.deserialize(Response(json.dumps(event["object"]).encode()), "V1Pod")
+            return time.perf_counter() - start
+
+    import asyncio
+
+    return asyncio.run(measure()), len(lines)
+
+
+def small_pod(ns: str, name: str, graph: str, component: str, selector: str) -> WatchEvent:
+    labels = {
+        "nvidia.com/dynamo-graph-deployment-name": graph,
+        "nvidia.com/dynamo-component": component,
+        "nvidia.com/selector": selector,
+        "nvidia.com/dynamo-component-type": "worker",
+        "nvidia.com/dynamo-namespace": f"{graph}-ns",
+        "app.kubernetes.io/managed-by": "dynamo-operator",
+        "app.kubernetes.io/part-of": graph,
+        "app.kubernetes.io/name": selector,
+        "pod-template-hash": "6d9f7c8b5",
+    }
+    raw = {
+        "type": "ADDED",
+        "object": {
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "uid": f"{name}-0c9d8e7f-1a2b-3c4d-5e6f-7a8b9c0d1e2f",
+                "labels": labels,
+            },
+            "status": {
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "containerStatuses": [{"name": "main", "restartCount": 0, "state": {"running": {}}}],
+            },
+        },
+    }
+    return msgspec.convert(raw, WatchEvent)
+
+
+def fill(pods: int, namespace_count: int = 1) -> tuple[EventFilter, Aggregator]:
+    f, a = EventFilter(), Aggregator()
+    for i in range(pods):
+        # 20 replicas per component, 100 components per graph, graphs spread over the namespaces
+        graph = f"graph-{i // 2000}"
+        component = f"worker-{i // 20}"
+        ns = f"team-{(i // 2000) % namespace_count}"
+        ev = small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}")
+        change = f.observe(ev)
+        assert change is not None
+        a.apply(change)
+    return f, a
+
+
+def memory_per_pod(pods: int) -> tuple[float, float]:
+    """Bytes held per tracked Pod (filter and aggregator together), and a full GC pass's time in ms."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    f, a = fill(pods, namespace_count=10)
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    start = time.perf_counter()
+    gc.collect()
+    gc_ms = (time.perf_counter() - start) * 1000
+    assert len(a.pods) == pods and len(f) == pods
+    return held / pods, gc_ms
+
+
+def lookup_times(unrelated: int) -> tuple[float, float, float]:
+    """µs per lookup of one component's Pods: component index, Deployment (selector) index, selector scan."""
+    from examples.realistic import deployment as make_deployment
+
+    f, a = fill(unrelated)
+    # the component looked up: 5 Pods, and its Deployment selecting them by nvidia.com/selector
+    for i in range(5):
+        change = f.observe(small_pod("team-0", f"target-{i}", "target", "worker", "target-worker"))
+        assert change is not None
+        a.apply(change)
+    dep = make_deployment("team-0", "target", "worker", "target-worker")
+    change = f.observe(msgspec.convert({"type": "ADDED", "object": dep}, WatchEvent))
+    assert change is not None
+    a.apply(change)
+    key = ("team-0", "target", "worker")
+    selector = a.deployments[("team-0", "target-worker")].selector
+    assert selector is not None
+    pods = a.pods
+
+    def by_component() -> list[Any]:
+        return [pods[k] for k in a.pods_of_component(key)]
+
+    def by_deployment() -> list[Any]:
+        return [pods[k] for k in a.pods_of_deployment("team-0", "target-worker")]
+
+    def scan() -> list[Any]:
+        return [v for v in pods.values() if v.namespace == "team-0" and selector_matches(selector, v.labels)]
+
+    assert len(by_component()) == len(by_deployment()) == len(scan()) == 5
+
+    def best(fn: Any, number: int) -> float:
+        return min(timeit.repeat(fn, number=number, repeat=5)) / number * 1e6
+
+    return best(by_component, 20_000), best(by_deployment, 20_000), best(scan, max(3, 200_000 // unrelated))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--events", type=int, default=100_000)
+    parser.add_argument("--pods", type=int, default=10_000)
+    parser.add_argument("--k8s-sample", type=int, default=2_000, help="events timed through kubernetes-asyncio")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes, to check that the benchmark runs")
+    args = parser.parse_args()
+    if args.quick:
+        args.events, args.pods, args.k8s_sample = 2_000, 200, 100
+    memory_sizes = (1_000, 2_000) if args.quick else (10_000, 100_000)
+    lookup_sizes = (100, 1_000) if args.quick else (1_000, 10_000, 100_000)
+
+    CACHE.mkdir(parents=True, exist_ok=True)
+    log = CACHE / f"replay-{args.events}-{args.pods}.jsonl"
+    if not log.exists():
+        print(f"generating {log} ({args.events:,} events over {args.pods:,} Pods) ...", file=sys.stderr)
+        generate_log(log, args.events, args.pods)
+    size = log.stat().st_size
+    print(
+        f"# crashwatch replay benchmark ({platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} cores)\n"
+    )
+    print(
+        f"log: {args.events:,} events over {args.pods:,} Pods, {size / 1e6:,.0f} MB "
+        f"({size / args.events / 1000:.1f} KB per event)\n"
+    )
+
+    time_json_loads(log)  # warm the page cache for all three
+    pipeline = min(time_pipeline(log) for _ in range(2))
+    loads = min(time_json_loads(log) for _ in range(2))
+    k8s_elapsed, k8s_n = time_kubernetes_asyncio(log, args.k8s_sample)
+    k8s_total = k8s_elapsed / k8s_n * args.events
+    print("| what | time for the log | events/s | pipeline is faster by |")
+    print("|---|---|---|---|")
+    print(
+        f"| crashwatch replay (whole CLI, -o json > /dev/null) | {pipeline:.2f} s | {args.events / pipeline:,.0f} | - |"
+    )
+    print(f"| json.loads alone | {loads:.2f} s | {args.events / loads:,.0f} | {loads / pipeline:.1f}x |")
+    print(
+        f"| kubernetes-asyncio V1Pod (timed on {k8s_n:,} events) | {k8s_total:.1f} s | "
+        f"{args.events / k8s_total:,.0f} | {k8s_total / pipeline:.0f}x |"
+    )
+
+    print("\n| tracked Pods | bytes per Pod | full GC pass |")
+    print("|---|---|---|")
+    for n in memory_sizes:
+        per_pod, gc_ms = memory_per_pod(n)
+        print(f"| {n:,} | {per_pod:,.0f} B | {gc_ms:.1f} ms |")
+
+    print("\n| unrelated Pods | component index | Deployment index | label-selector scan |")
+    print("|---|---|---|---|")
+    for n in lookup_sizes:
+        comp, dep, scan = lookup_times(n)
+        print(f"| {n:,} | {comp:.2f} µs | {dep:.2f} µs | {scan:,.1f} µs |")
+
+
+if __name__ == "__main__":
+    main()
