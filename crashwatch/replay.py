@@ -97,9 +97,8 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
 
     try:
         for source in sources:
-            one_by_one = _interactive(source.stream)
             try:
-                for batch in read_log(source, batch=1 if one_by_one else None):
+                for batch in read_log(source, live=_interactive(source.stream)):
                     if not put((source, batch)):
                         return
             finally:
@@ -110,6 +109,37 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
     put(_DONE)
 
 
+async def _deliver(
+    source: LogSource,
+    batch: list[WatchEvent | BadRecord],
+    send: ObjectSendStream[list[WatchEvent]],
+    err: TextIO,
+    strict: bool,
+    outcome: _Outcome,
+    progress: _Progress,
+) -> bool:
+    """Pass a batch's events on and report its bad records; False when --strict says stop."""
+    events: list[WatchEvent] = []
+    for entry in batch:
+        if isinstance(entry, BadRecord):
+            if events:
+                await send.send(events)
+                events = []
+            outcome.bad += 1
+            progress.clear()
+            err.write(f"crashwatch: {entry}\n")
+            err.flush()
+            if strict:
+                outcome.stopped = True
+                return False
+        else:
+            events.append(entry)
+    if events:
+        progress.add(source.name, len(events))
+        await send.send(events)
+    return True
+
+
 async def _read_logs(
     sources: Sequence[LogSource],
     send: ObjectSendStream[list[WatchEvent]],
@@ -118,6 +148,17 @@ async def _read_logs(
     outcome: _Outcome,
     progress: _Progress,
 ) -> None:
+    if not any(_interactive(source.stream) for source in sources):
+        # regular files never block for long: read them in the loop, with no thread to share the GIL with
+        async with send:
+            for source in sources:
+                try:
+                    for batch in read_log(source):
+                        if not await _deliver(source, batch, send, err, strict, outcome, progress):
+                            return
+                finally:
+                    source.close()
+        return
     queue: Queue[object] = Queue(maxsize=BUFFER)
     stop = threading.Event()
     thread = threading.Thread(target=_reader, args=(sources, queue, stop), name="crashwatch-log-reader", daemon=True)
@@ -140,24 +181,8 @@ async def _read_logs(
                 if isinstance(item, BaseException):
                     raise item
                 source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
-                events: list[WatchEvent] = []
-                for entry in batch:
-                    if isinstance(entry, BadRecord):
-                        if events:
-                            await send.send(events)
-                            events = []
-                        outcome.bad += 1
-                        progress.clear()
-                        err.write(f"crashwatch: {entry}\n")
-                        err.flush()
-                        if strict:
-                            outcome.stopped = True
-                            return
-                    else:
-                        events.append(entry)
-                if events:
-                    progress.add(source.name, len(events))
-                    await send.send(events)
+                if not await _deliver(source, batch, send, err, strict, outcome, progress):
+                    return
     finally:
         stop.set()
 

@@ -8,7 +8,8 @@ they just lost those labels (the aggregator must hear that they left).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import sys
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
@@ -21,6 +22,7 @@ from pipeline.views import (
     StatusView,
     View,
     deployment_view,
+    intern_labels,
     pod_view,
     status_view,
 )
@@ -52,10 +54,6 @@ def view_of(event: WatchEvent) -> View | None:
     return None
 
 
-def _tracked(view: View) -> bool:
-    return not isinstance(view, PodView) or view.component is not None
-
-
 T = TypeVar("T", bound=Hashable)
 
 
@@ -63,14 +61,17 @@ class _Shared(Generic[T]):
     """One object per distinct value, counted, so the replicas of a template share their labels tuple
     and component key instead of holding a copy each; a value no view holds any more is forgotten."""
 
-    __slots__ = ("_refs",)
+    __slots__ = ("_canonical", "_refs")
 
-    def __init__(self) -> None:
+    def __init__(self, canonical: Callable[[T], T] | None = None) -> None:
         self._refs: dict[T, list[Any]] = {}
+        self._canonical = canonical
 
     def acquire(self, value: T) -> T:
         entry = self._refs.get(value)
         if entry is None:
+            if self._canonical is not None:
+                value = self._canonical(value)
             self._refs[value] = [value, 1]
             return value
         entry[1] += 1
@@ -86,52 +87,80 @@ class _Shared(Generic[T]):
         return len(self._refs)
 
 
+def _intern_key(key: ComponentKey) -> ComponentKey:
+    namespace, graph, component = key
+    return (sys.intern(namespace), sys.intern(graph), sys.intern(component))
+
+
 class EventFilter:
     """Remembers the last view of each object it let through."""
 
     def __init__(self) -> None:
-        self._views: dict[tuple[type, str], dict[ObjectKey, View]] = {}
-        self._labels: _Shared[Labels] = _Shared()
-        self._components: _Shared[ComponentKey] = _Shared()
+        self._pods: dict[ObjectKey, PodView] = {}
+        self._others: dict[tuple[type, str], dict[ObjectKey, View]] = {}
+        self._labels: _Shared[Labels] = _Shared(intern_labels)
+        self._components: _Shared[ComponentKey] = _Shared(_intern_key)
 
     def __len__(self) -> int:
-        return sum(len(views) for views in self._views.values())
+        return len(self._pods) + sum(len(views) for views in self._others.values())
 
     def observe(self, event: WatchEvent) -> ObjectChange | None:
+        obj = event.object
+        if type(obj) is Pod:
+            return self._observe_pod(event, obj)
         if event.type in ("BOOKMARK", "ERROR"):
             return None
         view = view_of(event)
         if view is None:
             return None
         kind = view.kind if isinstance(view, StatusView) else type(view).__name__
-        views = self._views.setdefault((type(view), kind), {})
+        views = self._others.setdefault((type(view), kind), {})
         key = (view.namespace, view.name)
         old = views.get(key)
         if event.type == "DELETED":
             if old is None or old.uid != view.uid:
                 return None
-            self._forget(views, key, old)
+            del views[key]
             return ObjectChange("delete", key, old, event.time)
         if old == view:
             return None
-        if not _tracked(view):
-            if old is None:
-                return None
-            self._forget(views, key, old)
-            return ObjectChange("delete", key, old, event.time)
-        if isinstance(view, PodView) and view.component is not None:
-            view = msgspec.structs.replace(
-                view, labels=self._labels.acquire(view.labels), component=self._components.acquire(view.component)
-            )
-            if isinstance(old, PodView):
-                self._release(old)
         views[key] = view
         return ObjectChange("upsert", key, view, event.time)
 
-    def _forget(self, views: dict[ObjectKey, View], key: ObjectKey, old: View) -> None:
-        del views[key]
-        if isinstance(old, PodView):
+    def _observe_pod(self, event: WatchEvent, pod: Pod) -> ObjectChange | None:
+        """The hot path: most events are Pod updates, and most of those change nothing we read."""
+        kind = event.type
+        if kind == "BOOKMARK" or kind == "ERROR":
+            return None
+        meta = pod.metadata
+        key = (meta.namespace, meta.name)
+        old = self._pods.get(key)
+        if kind == "DELETED":
+            if old is None or old.uid != hash(meta.uid):
+                return None
+            self._forget(key, old)
+            return ObjectChange("delete", key, old, event.time)
+        view = pod_view(pod)
+        if old is not None and old.finding == view.finding and old.labels == view.labels and old.uid == view.uid:
+            if old.component == view.component:
+                return None
+        if view.component is None:
+            if old is None:
+                return None
+            self._forget(key, old)
+            return ObjectChange("delete", key, old, event.time)
+        component = self._components.acquire(view.component)
+        view = msgspec.structs.replace(
+            view, namespace=component[0], labels=self._labels.acquire(view.labels), component=component
+        )
+        if old is not None:
             self._release(old)
+        self._pods[key] = view
+        return ObjectChange("upsert", key, view, event.time)
+
+    def _forget(self, key: ObjectKey, old: PodView) -> None:
+        del self._pods[key]
+        self._release(old)
 
     def _release(self, old: PodView) -> None:
         self._labels.release(old.labels)

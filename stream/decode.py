@@ -21,6 +21,9 @@ class RecordProblem(Exception):
 
 
 _event_decoder = msgspec.json.Decoder(WatchEvent)
+# The fast path on its own, for callers with many records: raises msgspec's errors, to be handed to
+# `decode_json` for classification and an explanation.
+decode_event = _event_decoder.decode
 _object_decoder = msgspec.json.Decoder(KubeObject)
 
 

@@ -15,7 +15,7 @@ from stream.objects import KubeObject
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 
 
-class WatchEvent(msgspec.Struct, omit_defaults=True):
+class WatchEvent(msgspec.Struct, gc=False, omit_defaults=True):
     type: EventType
     object: KubeObject
     time: str | None = None

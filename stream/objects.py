@@ -2,7 +2,9 @@
 
 Each Struct declares only the fields a diagnosis or a status patch reads, so msgspec skips the rest of a
 10 KB Pod without building it. `kind` is the tag of a union, so one decoder picks the type in one pass.
-Fields whose camel-case form msgspec would spell wrongly are named explicitly.
+Fields whose camel-case form msgspec would spell wrongly are named explicitly. Structs are gc=False and
+sequences are tuples: a decoded event then holds no GC-tracked object (JSON cannot make a cycle), so a
+replay of a million events triggers no garbage collection; with lists it spent two thirds of its time there.
 """
 
 from __future__ import annotations
@@ -14,14 +16,14 @@ COMPONENT_LABEL = "nvidia.com/dynamo-component"
 SELECTOR_LABEL = "nvidia.com/selector"
 
 
-class OwnerReference(msgspec.Struct, rename="camel", omit_defaults=True):
+class OwnerReference(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     kind: str = ""
     name: str = ""
     uid: str = ""
     controller: bool = False
 
 
-class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
+class ObjectMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     name: str = ""
     namespace: str = ""
     uid: str = ""
@@ -29,7 +31,7 @@ class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
     generation: int = 0
     labels: dict[str, str] = {}
     deletion_timestamp: str | None = None
-    owner_references: list[OwnerReference] = []
+    owner_references: tuple[OwnerReference, ...] = ()
 
     def controller_of_kind(self, kind: str) -> str | None:
         """The name of this object's controlling owner of `kind`, if any."""
@@ -39,7 +41,23 @@ class ObjectMeta(msgspec.Struct, rename="camel", omit_defaults=True):
         return None
 
 
-class Condition(msgspec.Struct, rename="camel", omit_defaults=True):
+class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
+    """The metadata of a Pod: fewer fields than ObjectMeta, since Pods are most of the traffic."""
+
+    name: str = ""
+    namespace: str = ""
+    uid: str = ""
+    resource_version: str = ""
+    labels: dict[str, str] = {}
+    deletion_timestamp: str | None = None
+
+
+class PodCondition(msgspec.Struct, gc=False, omit_defaults=True):
+    type: str
+    status: str = "Unknown"
+
+
+class Condition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     """A metav1.Condition (or a Pod/Deployment condition: the extra fields stay empty)."""
 
     type: str
@@ -53,74 +71,73 @@ class Condition(msgspec.Struct, rename="camel", omit_defaults=True):
 # --- Pods -------------------------------------------------------------------------------------------
 
 
-class StateRunning(msgspec.Struct):
+class StateRunning(msgspec.Struct, gc=False):
     pass
 
 
-class StateWaiting(msgspec.Struct, omit_defaults=True):
-    reason: str = ""
+class StateWaiting(msgspec.Struct, gc=False, omit_defaults=True):
+    pass
 
 
-class StateTerminated(msgspec.Struct, rename="camel", omit_defaults=True):
+class StateTerminated(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     exit_code: int = 0
     reason: str = ""
 
 
-class ContainerState(msgspec.Struct, omit_defaults=True):
+class ContainerState(msgspec.Struct, gc=False, omit_defaults=True):
     running: StateRunning | None = None
     waiting: StateWaiting | None = None
     terminated: StateTerminated | None = None
 
 
-class ContainerStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+class ContainerStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     name: str
     restart_count: int = 0
-    ready: bool = False
     state: ContainerState = msgspec.field(default_factory=ContainerState)
     last_state: ContainerState = msgspec.field(default_factory=ContainerState)
 
 
-class PodStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+class PodStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     phase: str = ""
-    conditions: list[Condition] = []
-    container_statuses: list[ContainerStatus] = []
-    init_container_statuses: list[ContainerStatus] = []
+    conditions: tuple[PodCondition, ...] = ()
+    container_statuses: tuple[ContainerStatus, ...] = ()
+    init_container_statuses: tuple[ContainerStatus, ...] = ()
 
 
-class Pod(msgspec.Struct, tag_field="kind", tag="Pod", omit_defaults=True):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+class Pod(msgspec.Struct, gc=False, tag_field="kind", tag="Pod", omit_defaults=True):
+    metadata: PodMeta = msgspec.field(default_factory=PodMeta)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
 # --- Deployments --------------------------------------------------------------------------------------
 
 
-class SelectorRequirement(msgspec.Struct, omit_defaults=True):
+class SelectorRequirement(msgspec.Struct, gc=False, omit_defaults=True):
     key: str
     operator: str
-    values: list[str] = []
+    values: tuple[str, ...] = ()
 
 
-class LabelSelector(msgspec.Struct, rename="camel", omit_defaults=True):
+class LabelSelector(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     match_labels: dict[str, str] = {}
-    match_expressions: list[SelectorRequirement] = []
+    match_expressions: tuple[SelectorRequirement, ...] = ()
 
 
-class DeploymentSpec(msgspec.Struct, omit_defaults=True):
+class DeploymentSpec(msgspec.Struct, gc=False, omit_defaults=True):
     selector: LabelSelector | None = None
     replicas: int | None = None
 
 
-class DeploymentStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+class DeploymentStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     observed_generation: int = 0
     replicas: int = 0
     ready_replicas: int = 0
     available_replicas: int = 0
     updated_replicas: int = 0
-    conditions: list[Condition] = []
+    conditions: tuple[Condition, ...] = ()
 
 
-class Deployment(msgspec.Struct, tag_field="kind", tag="Deployment", omit_defaults=True):
+class Deployment(msgspec.Struct, gc=False, tag_field="kind", tag="Deployment", omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     spec: DeploymentSpec = msgspec.field(default_factory=DeploymentSpec)
     status: DeploymentStatus = msgspec.field(default_factory=DeploymentStatus)
@@ -129,21 +146,25 @@ class Deployment(msgspec.Struct, tag_field="kind", tag="Deployment", omit_defaul
 # --- Dynamo ---------------------------------------------------------------------------------------------
 
 
-class DynamoStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+class DynamoStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     """The status fields of a DCD or DGD that crashwatch reads back before it writes."""
 
     state: str = ""
     observed_generation: int = 0
-    conditions: list[Condition] = []
+    conditions: tuple[Condition, ...] = ()
 
 
-class DynamoComponentDeployment(msgspec.Struct, tag_field="kind", tag="DynamoComponentDeployment", omit_defaults=True):
+class DynamoComponentDeployment(
+    msgspec.Struct, gc=False, tag_field="kind", tag="DynamoComponentDeployment", omit_defaults=True
+):
     api_version: str = msgspec.field(default="", name="apiVersion")
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
 
 
-class DynamoGraphDeployment(msgspec.Struct, tag_field="kind", tag="DynamoGraphDeployment", omit_defaults=True):
+class DynamoGraphDeployment(
+    msgspec.Struct, gc=False, tag_field="kind", tag="DynamoGraphDeployment", omit_defaults=True
+):
     api_version: str = msgspec.field(default="", name="apiVersion")
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
@@ -152,29 +173,29 @@ class DynamoGraphDeployment(msgspec.Struct, tag_field="kind", tag="DynamoGraphDe
 # --- Grove and LeaderWorkerSet (read by later issues) ----------------------------------------------------
 
 
-class ReplicaStatus(msgspec.Struct, rename="camel", omit_defaults=True):
+class ReplicaStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     replicas: int = 0
     ready_replicas: int = 0
     updated_replicas: int = 0
-    conditions: list[Condition] = []
+    conditions: tuple[Condition, ...] = ()
 
 
-class PodClique(msgspec.Struct, tag_field="kind", tag="PodClique", omit_defaults=True):
+class PodClique(msgspec.Struct, gc=False, tag_field="kind", tag="PodClique", omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
 
 
-class PodCliqueSet(msgspec.Struct, tag_field="kind", tag="PodCliqueSet", omit_defaults=True):
+class PodCliqueSet(msgspec.Struct, gc=False, tag_field="kind", tag="PodCliqueSet", omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
 
 
-class LeaderWorkerSet(msgspec.Struct, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
+class LeaderWorkerSet(msgspec.Struct, gc=False, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
     status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
 
 
-class Status(msgspec.Struct, tag_field="kind", tag="Status", omit_defaults=True):
+class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defaults=True):
     """The object of an ERROR watch event (410 Gone among others)."""
 
     code: int = 0

@@ -80,7 +80,7 @@ def test_a_cut_line_in_the_middle_does_not_swallow_the_rest(tmp_path: Path) -> N
     path = with_bad_line(tmp_path, GOOD[5][:300], at=6)
     result = run("replay", str(path))
     assert result.returncode == 65
-    assert result.stderr.decode().startswith(f"crashwatch: {path}:7: not valid JSON")
+    assert result.stderr.decode().startswith(f"crashwatch: {path}:7: record is cut short")
     assert result.stdout.decode() == EXPECTED
 
 
