@@ -141,9 +141,13 @@ class EventFilter:
             self._forget(key, old)
             return ObjectChange("delete", key, old, event.time)
         view = pod_view(pod)
-        if old is not None and old.finding == view.finding and old.labels == view.labels and old.uid == view.uid:
-            if old.component == view.component:
-                return None
+        if old is not None and (old.finding, old.labels, old.uid, old.component) == (
+            view.finding,
+            view.labels,
+            view.uid,
+            view.component,
+        ):
+            return None
         if view.component is None:
             if old is None:
                 return None
