@@ -1,0 +1,293 @@
+"""A real control plane for the tests: etcd, kube-apiserver and kube-controller-manager on loopback.
+
+The binaries are built from the official Go modules by scripts/build-controlplane (cached). This module
+makes the certificates (a CA, the serving certificate, an admin client certificate in system:masters,
+the service-account key pair), starts the three processes on free ports, writes a kubeconfig, waits for
+/readyz, installs the CRDs of k8s/crds, and stops everything again.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from kube import Kube
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "scripts" / "build-controlplane"
+CRDS = ROOT / "k8s" / "crds"
+
+
+class ControlPlaneUnavailable(Exception):
+    """The binaries cannot be built here (no Go)."""
+
+
+def binaries() -> Path:
+    """Build (or reuse) the binaries; the script prints its progress to stderr."""
+    if shutil.which("go") is None and not os.environ.get("CRASHWATCH_CONTROLPLANE_BIN"):
+        raise ControlPlaneUnavailable("Go is not installed")
+    if os.environ.get("CRASHWATCH_CONTROLPLANE_BIN"):
+        return Path(os.environ["CRASHWATCH_CONTROLPLANE_BIN"])
+    done = subprocess.run([str(BUILD)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=True)
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _pem_key(key: rsa.RSAPrivateKey) -> bytes:
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _cert(
+    subject: x509.Name,
+    key: rsa.RSAPrivateKey,
+    issuer: x509.Name,
+    issuer_key: rsa.RSAPrivateKey,
+    ca: bool = False,
+    server: bool = False,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if server:
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _name(common: str, org: str | None = None) -> x509.Name:
+    parts = [x509.NameAttribute(NameOID.COMMON_NAME, common)]
+    if org:
+        parts.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+    return x509.Name(parts)
+
+
+def make_certs(folder: Path) -> dict[str, Path]:
+    ca_key = _key()
+    ca_name = _name("crashwatch-test-ca")
+    ca = _cert(ca_name, ca_key, ca_name, ca_key, ca=True)
+    files: dict[str, bytes] = {"ca.crt": ca.public_bytes(serialization.Encoding.PEM), "ca.key": _pem_key(ca_key)}
+    server_key = _key()
+    files["server.crt"] = _cert(_name("kube-apiserver"), server_key, ca_name, ca_key, server=True).public_bytes(
+        serialization.Encoding.PEM
+    )
+    files["server.key"] = _pem_key(server_key)
+    admin_key = _key()
+    files["admin.crt"] = _cert(_name("crashwatch-admin", "system:masters"), admin_key, ca_name, ca_key).public_bytes(
+        serialization.Encoding.PEM
+    )
+    files["admin.key"] = _pem_key(admin_key)
+    sa_key = _key()
+    files["sa.key"] = _pem_key(sa_key)
+    files["sa.pub"] = sa_key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    paths = {}
+    for name, data in files.items():
+        path = folder / name
+        path.write_bytes(data)
+        paths[name] = path
+    return paths
+
+
+@dataclass
+class ControlPlane:
+    bin: Path
+    workdir: Path
+    url: str = ""
+    kubeconfig: Path = Path()
+    certs: dict[str, Path] = field(default_factory=dict)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    etcd_url: str = ""
+    started_in: float = 0.0
+
+    def kube(self) -> Kube:
+        return Kube(self.url, self.certs["ca.crt"], self.certs["admin.crt"], self.certs["admin.key"])
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        self.processes[name] = subprocess.Popen(
+            [str(self.bin / name), *args],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def _log_tail(self, name: str, lines: int = 15) -> str:
+        path = self.workdir / f"{name}.log"
+        text = path.read_text(errors="replace").splitlines() if path.exists() else []
+        return "\n".join(text[-lines:])
+
+    def _wait(self, name: str, check: object, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            process = self.processes[name]
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}:\n{self._log_tail(name)}")
+            try:
+                if check():  # type: ignore[operator]
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{name} not ready after {timeout:.0f}s:\n{self._log_tail(name)}")
+
+    def start(self) -> ControlPlane:
+        began = time.monotonic()
+        self.certs = make_certs(self.workdir)
+        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{etcd_port}"
+        self._start(
+            "etcd",
+            [
+                "--name=default",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self._wait("etcd", lambda: _http_ok(f"{self.etcd_url}/health"), 30)
+        self.url = f"https://127.0.0.1:{api_port}"
+        c = self.certs
+        self._start(
+            "kube-apiserver",
+            [
+                f"--etcd-servers={self.etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={c['server.crt']}",
+                f"--tls-private-key-file={c['server.key']}",
+                f"--client-ca-file={c['ca.crt']}",
+                f"--service-account-key-file={c['sa.pub']}",
+                f"--service-account-signing-key-file={c['sa.key']}",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--profiling=false",
+                "--endpoint-reconciler-type=none",
+                "--v=1",
+            ],
+        )
+        kube = self.kube()
+        self._wait("kube-apiserver", lambda: kube.get_raw("/readyz")[0] == 200, 90)
+        self.kubeconfig = self.workdir / "kubeconfig"
+        self.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "crashwatch-test",
+                    "clusters": [
+                        {"name": "test", "cluster": {"server": self.url, "certificate-authority": str(c["ca.crt"])}}
+                    ],
+                    "users": [
+                        {
+                            "name": "admin",
+                            "user": {"client-certificate": str(c["admin.crt"]), "client-key": str(c["admin.key"])},
+                        }
+                    ],
+                    "contexts": [{"name": "crashwatch-test", "context": {"cluster": "test", "user": "admin"}}],
+                }
+            )
+        )
+        self._start(
+            "kube-controller-manager",
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                "--secure-port=0",
+                f"--root-ca-file={c['ca.crt']}",
+                f"--service-account-private-key-file={c['sa.key']}",
+                "--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,"
+                "namespace-controller,serviceaccount-controller",
+                "--use-service-account-credentials=false",
+                "--v=1",
+            ],
+        )
+        self.install_crds()
+        self.started_in = time.monotonic() - began
+        return self
+
+    def install_crds(self) -> None:
+        kube = self.kube()
+        names = []
+        for path in sorted(CRDS.glob("*.yaml")):
+            crd = yaml.safe_load(path.read_text())
+            kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+            names.append(crd["metadata"]["name"])
+        for name in names:
+            kube.wait_for(
+                f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}",
+                lambda crd: any(
+                    c["type"] == "Established" and c["status"] == "True"
+                    for c in crd.get("status", {}).get("conditions", [])
+                ),
+                timeout=30,
+            )
+        # discovery of the new groups can lag the Established condition a little
+        for group in ("nvidia.com/v1beta1", "nvidia.com/v1alpha1"):
+            kube.wait_for(f"/apis/{group}", lambda doc: bool(doc.get("resources")), timeout=30)
+
+    def stop(self) -> None:
+        for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
+            process = self.processes.get(name)
+            if process is None or process.poll() is not None:
+                continue
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=15)
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _http_ok(url: str) -> bool:
+    import urllib.request
+
+    with urllib.request.urlopen(url, timeout=2) as response:
+        return bool(response.status == 200)
