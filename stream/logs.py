@@ -158,7 +158,7 @@ def _mapped_lines(mapped: mmap.mmap) -> Iterator[tuple[list[Any], bool]]:
     view = memoryview(mapped)
     find = mapped.find
     size = len(mapped)
-    position = 0
+    position = released = 0
     while position < size:
         stop = min(position + CHUNK, size)
         lines: list[Any] = []
@@ -167,6 +167,12 @@ def _mapped_lines(mapped: mmap.mmap) -> Iterator[tuple[list[Any], bool]]:
             position = end + 1
         if lines:
             yield lines, False
+            # those lines are decoded now: drop their pages from this mapping, so a replay of a large
+            # log does not hold the whole file in its resident set (the page cache keeps them anyway)
+            upto = position - position % mmap.PAGESIZE
+            if upto > released and hasattr(mapped, "madvise"):
+                mapped.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                released = upto
         if position < size and find(b"\n", position) < 0:
             yield [bytes(view[position:])], True
             return
