@@ -68,15 +68,19 @@ def _list_items_json(envelope: _ListEnvelope) -> Decoded:
             continue
         except msgspec.ValidationError:
             pass
-        item = msgspec.json.decode(raw)
-        try:
-            event = _list_item(item, envelope.kind)
-        except RecordProblem as exc:
-            problems.append(f"item {index}: {exc}")
-            continue
-        if event is not None:
-            events.append(event)
+        _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems)
     return events, problems
+
+
+def _take_item(item: Any, index: int, list_kind: str, events: list[WatchEvent], problems: list[str]) -> None:
+    """One List item: an event for a kind we read, nothing for another kind, or a problem."""
+    try:
+        event = _list_item(item, list_kind)
+    except RecordProblem as exc:
+        problems.append(f"item {index}: {exc}")
+        return
+    if event is not None:
+        events.append(event)
 
 
 def from_value(value: Any) -> Decoded:
@@ -91,13 +95,7 @@ def from_value(value: Any) -> Decoded:
         events: list[WatchEvent] = []
         problems: list[str] = []
         for index, item in enumerate(items):
-            try:
-                event = _list_item(item, kind)
-            except RecordProblem as exc:
-                problems.append(f"item {index}: {exc}")
-                continue
-            if event is not None:
-                events.append(event)
+            _take_item(item, index, kind, events, problems)
         return events, problems
     if isinstance(kind, str) and isinstance(value.get("metadata"), dict):
         return _convert({"type": "ADDED", "object": value}), []
