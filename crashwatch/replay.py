@@ -8,6 +8,7 @@ met; the replay goes on (or, with --strict, drains what came before and stops) a
 
 from __future__ import annotations
 
+import datetime
 import os
 import stat
 import sys
@@ -225,5 +226,10 @@ async def replay(
     return exitcodes.OK
 
 
+def wall_clock() -> str:
+    """Transition times for patches planned from events that carry no time of their own."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_replay(options: ReplayOptions) -> int:
-    return anyio.run(replay, options, sys.stdout.buffer, sys.stderr)
+    return anyio.run(replay, options, sys.stdout.buffer, sys.stderr, None, wall_clock)
