@@ -228,7 +228,7 @@ async def replay(
 
 def wall_clock() -> str:
     """Transition times for patches planned from events that carry no time of their own."""
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def run_replay(options: ReplayOptions) -> int:
