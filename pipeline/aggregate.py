@@ -10,7 +10,7 @@ Index keys are dropped when their sets empty, so churn does not grow memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
 import msgspec
@@ -66,9 +66,6 @@ class Index(Generic[K, M]):
 
     def get(self, key: K) -> set[M]:
         return self._sets.get(key) or _EMPTY
-
-    def keys(self) -> Iterable[K]:
-        return self._sets.keys()
 
     def __len__(self) -> int:
         return len(self._sets)
@@ -163,18 +160,12 @@ class Aggregator:
 
     def deployments_selecting(self, pod: PodView) -> Iterator[DeploymentView]:
         """Deployments whose selector matches the Pod, through the anchor index: no scan of Deployments."""
-        seen: set[ObjectKey] = set()
         candidates = set(self._deployment_unanchored.get(pod.namespace))
         for key, value in label_pairs(pod.labels):
             candidates |= self._deployment_anchor.get((pod.namespace, key, value))
         for dkey in sorted(candidates):
             deployment = self.deployments[dkey]
-            if (
-                dkey not in seen
-                and deployment.selector is not None
-                and selector_matches(deployment.selector, pod.labels)
-            ):
-                seen.add(dkey)
+            if deployment.selector is not None and selector_matches(deployment.selector, pod.labels):
                 yield deployment
 
     # --- the entry points ---------------------------------------------------------------------------

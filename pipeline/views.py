@@ -71,7 +71,7 @@ def pod_view(pod: Pod) -> PodView:
         hash(meta.uid),
         meta.namespace,
         meta.name,
-        tuple(chain.from_iterable(labels.items())),
+        flat_labels(labels),
         component_of(meta.namespace, labels) if meta.deletion_timestamp is None else None,
         crash_loop(pod),
     )
