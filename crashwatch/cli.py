@@ -66,6 +66,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
     replay.add_argument(
+        "-j",
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="decode plain JSON-lines logs in N processes (default: one per CPU, for logs of 32 MB or more; "
+        "1: no worker processes)",
+    )
+    replay.add_argument(
         "--no-progress",
         dest="progress",
         action="store_false",
@@ -73,6 +82,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="never draw a progress line on stderr",
     )
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -86,7 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.error("'-' (standard input) can be given once")
             return run_replay(
                 ReplayOptions(
-                    logs=args.logs, output=args.output, patches=args.patches, strict=args.strict, progress=args.progress
+                    logs=args.logs,
+                    output=args.output,
+                    patches=args.patches,
+                    strict=args.strict,
+                    progress=args.progress,
+                    jobs=args.jobs,
                 )
             )
     except KeyboardInterrupt:

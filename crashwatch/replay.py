@@ -9,12 +9,14 @@ met; the replay goes on (or, with --strict, drains what came before and stops) a
 from __future__ import annotations
 
 import datetime
+import mmap
 import os
 import stat
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from queue import Empty, Full, Queue
 from typing import IO, BinaryIO, TextIO, cast
@@ -24,13 +26,14 @@ import anyio.to_thread
 from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
+from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, usable_cpus
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
-from pipeline.filter import EventFilter, ObjectChange
+from pipeline.filter import EventFilter, ObjectChange, PodObservation
 from pipeline.stages import aggregate_stage, filter_stage
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from stream.events import BadRecord, WatchEvent
-from stream.logs import LogSource, LogUnreadable, open_log, read_log
+from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
 
 BUFFER = 16
 
@@ -42,6 +45,8 @@ class ReplayOptions:
     patches: bool = False
     strict: bool = False
     progress: bool | None = None  # None: when stderr is a terminal
+    jobs: int | None = None  # decoding processes for large JSON-lines files; None: one per CPU, when it pays
+    range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
 
 
 @dataclass
@@ -72,6 +77,20 @@ class _Progress:
 class _Outcome:
     bad: int = 0
     stopped: bool = False
+
+
+def _parallel_mapping(source: LogSource, jobs: int, explicit: bool) -> mmap.mmap | None:
+    """The log's mapping when worker processes should decode it: a plain JSON-lines file, more than one
+    job, and (unless --jobs was given) big enough to repay starting them."""
+    if jobs < 2 or source.yaml:
+        return None
+    mapped = map_file(source.stream)
+    if mapped is None:
+        return None
+    if (explicit or len(mapped) >= AUTO_MIN_BYTES) and is_json_lines(mapped):
+        return mapped
+    mapped.close()
+    return None
 
 
 def _interactive(stream: IO[bytes]) -> bool:
@@ -110,17 +129,20 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
     put(_DONE)
 
 
+Events = list[WatchEvent | PodObservation]
+
+
 async def _deliver(
     source: LogSource,
-    batch: list[WatchEvent | BadRecord],
-    send: ObjectSendStream[list[WatchEvent]],
+    batch: list[Item] | list[WatchEvent | BadRecord],
+    send: ObjectSendStream[Events],
     err: TextIO,
     strict: bool,
     outcome: _Outcome,
     progress: _Progress,
 ) -> bool:
     """Pass a batch's events on and report its bad records; False when --strict says stop."""
-    events: list[WatchEvent] = []
+    events: Events = []
     for entry in batch:
         if isinstance(entry, BadRecord):
             if events:
@@ -143,22 +165,34 @@ async def _deliver(
 
 async def _read_logs(
     sources: Sequence[LogSource],
-    send: ObjectSendStream[list[WatchEvent]],
+    send: ObjectSendStream[Events],
     err: TextIO,
-    strict: bool,
+    options: ReplayOptions,
     outcome: _Outcome,
     progress: _Progress,
 ) -> None:
+    strict = options.strict
     if not any(_interactive(source.stream) for source in sources):
-        # regular files never block for long: read them in the loop, with no thread to share the GIL with
+        # regular files never block for long: read them in the loop, with no thread to share the GIL with;
+        # large JSON-lines files are decoded by worker processes
+        jobs = options.jobs or usable_cpus()
         async with send:
-            for source in sources:
-                try:
-                    for batch in read_log(source):
-                        if not await _deliver(source, batch, send, err, strict, outcome, progress):
-                            return
-                finally:
-                    source.close()
+            with ParallelDecoder(jobs, options.range_bytes) as parallel:
+                for source in sources:
+                    try:
+                        mapped = _parallel_mapping(source, jobs, explicit=options.jobs is not None)
+                        if mapped is not None:
+                            with mapped:
+                                async with aclosing(parallel.read(source, mapped)) as read:
+                                    async for items in read:
+                                        if not await _deliver(source, items, send, err, strict, outcome, progress):
+                                            return
+                            continue
+                        for batch in read_log(source):
+                            if not await _deliver(source, batch, send, err, strict, outcome, progress):
+                                return
+                    finally:
+                        source.close()
         return
     queue: Queue[object] = Queue(maxsize=BUFFER)
     stop = threading.Event()
@@ -207,11 +241,11 @@ async def replay(
     progress = _Progress(err, err.isatty() if options.progress is None else options.progress)
     outcome = _Outcome()
     render = patch_printer if options.patches else change_printer(options.output)
-    send_events, receive_events = anyio.create_memory_object_stream[list[WatchEvent]](BUFFER)
+    send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
     send_changes, receive_changes = anyio.create_memory_object_stream[list[ObjectChange]](BUFFER)
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_read_logs, sources, send_events, err, options.strict, outcome, progress)
+        tg.start_soon(_read_logs, sources, send_events, err, options, outcome, progress)
         tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
         tg.start_soon(aggregate_stage, receive_changes, [send_out], Aggregator(clock=clock))
         tg.start_soon(print_lines, receive_out, out, render)

@@ -43,6 +43,14 @@ class ObjectChange(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
+class PodObservation(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A Pod event already reduced to its view, as the worker processes of a parallel replay send it."""
+
+    type: str
+    view: PodView
+    time: str | None
+
+
 def view_of(event: WatchEvent) -> View | None:
     obj = event.object
     if isinstance(obj, Pod):
@@ -104,10 +112,12 @@ class EventFilter:
     def __len__(self) -> int:
         return len(self._pods) + sum(len(views) for views in self._others.values())
 
-    def observe(self, event: WatchEvent) -> ObjectChange | None:
+    def observe(self, event: WatchEvent | PodObservation) -> ObjectChange | None:
+        if isinstance(event, PodObservation):
+            return self.observe_pod(event.type, event.view, event.time)
         obj = event.object
         if type(obj) is Pod:
-            return self._observe_pod(event, obj)
+            return self.observe_pod(event.type, pod_view(obj), event.time)
         if event.type in ("BOOKMARK", "ERROR"):
             return None
         view = view_of(event)
@@ -127,20 +137,21 @@ class EventFilter:
         views[key] = view
         return ObjectChange("upsert", key, view, event.time)
 
-    def _observe_pod(self, event: WatchEvent, pod: Pod) -> ObjectChange | None:
-        """The hot path: most events are Pod updates, and most of those change nothing we read."""
-        kind = event.type
+    def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectChange | None:
+        """The hot path: most events are Pod updates, and most of those change nothing we read.
+
+        Takes the Pod's view rather than the Pod, so that views computed elsewhere (in the worker
+        processes of a parallel replay) go through exactly this decision.
+        """
         if kind == "BOOKMARK" or kind == "ERROR":
             return None
-        meta = pod.metadata
-        key = (meta.namespace, meta.name)
+        key = (view.namespace, view.name)
         old = self._pods.get(key)
         if kind == "DELETED":
-            if old is None or old.uid != hash(meta.uid):
+            if old is None or old.uid != view.uid:
                 return None
             self._forget(key, old)
-            return ObjectChange("delete", key, old, event.time)
-        view = pod_view(pod)
+            return ObjectChange("delete", key, old, time)
         if old is not None and (old.finding, old.labels, old.uid, old.component) == (
             view.finding,
             view.labels,
@@ -152,7 +163,7 @@ class EventFilter:
             if old is None:
                 return None
             self._forget(key, old)
-            return ObjectChange("delete", key, old, event.time)
+            return ObjectChange("delete", key, old, time)
         component = self._components.acquire(view.component)
         view = msgspec.structs.replace(
             view, namespace=component[0], labels=self._labels.acquire(view.labels), component=component
@@ -160,7 +171,7 @@ class EventFilter:
         if old is not None:
             self._release(old)
         self._pods[key] = view
-        return ObjectChange("upsert", key, view, event.time)
+        return ObjectChange("upsert", key, view, time)
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]
@@ -172,4 +183,13 @@ class EventFilter:
             self._components.release(old.component)
 
 
-__all__ = ["DeploymentView", "EventFilter", "ObjectChange", "ObjectKey", "PodView", "StatusView", "view_of"]
+__all__ = [
+    "DeploymentView",
+    "EventFilter",
+    "ObjectChange",
+    "ObjectKey",
+    "PodObservation",
+    "PodView",
+    "StatusView",
+    "view_of",
+]

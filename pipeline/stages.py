@@ -14,12 +14,12 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
-from pipeline.filter import EventFilter, ObjectChange
+from pipeline.filter import EventFilter, ObjectChange, PodObservation
 from stream.events import WatchEvent
 
 
 async def filter_stage(
-    receive: ObjectReceiveStream[list[WatchEvent]],
+    receive: ObjectReceiveStream[list[WatchEvent | PodObservation]],
     send: ObjectSendStream[list[ObjectChange]],
     event_filter: EventFilter,
 ) -> None:

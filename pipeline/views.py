@@ -55,8 +55,10 @@ def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
     return (namespace, graph, component)
 
 
-class PodView(msgspec.Struct, frozen=True, gc=False):
-    uid: int  # hash of the uid: only compared, and a third the size of the string
+class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """array_like: views also travel between processes (crashwatch.parallel), as compact msgpack arrays."""
+
+    uid: str
     namespace: str
     name: str
     labels: Labels
@@ -68,7 +70,7 @@ def pod_view(pod: Pod) -> PodView:
     meta = pod.metadata
     labels = meta.labels
     return PodView(
-        hash(meta.uid),
+        meta.uid,
         meta.namespace,
         meta.name,
         flat_labels(labels),

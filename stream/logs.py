@@ -123,7 +123,7 @@ def _lines(stream: IO[bytes], live: bool) -> Iterator[tuple[list[Any], bool]]:
             else:
                 yield [line], True
         return
-    mapped = _mapped(stream)
+    mapped = map_file(stream)
     if mapped is not None:
         yield from _mapped_lines(mapped)
         return
@@ -144,7 +144,7 @@ def _lines(stream: IO[bytes], live: bool) -> Iterator[tuple[list[Any], bool]]:
         yield [rest], True
 
 
-def _mapped(stream: IO[bytes]) -> mmap.mmap | None:
+def map_file(stream: IO[bytes]) -> mmap.mmap | None:
     """A plain file, mapped: its lines are then decoded straight from the page cache, with no copy."""
     if not isinstance(stream, io.BufferedReader) or not isinstance(stream.raw, io.FileIO):
         return None
@@ -209,11 +209,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
                     try:
                         out.append(fast(line))
                     except (msgspec.ValidationError, msgspec.DecodeError):
-                        cut = unterminated and line is lines[-1]
-                        line = bytes(line)
-                        if not line or line.isspace():
-                            continue
-                        out.extend(_decode_at(line, f"{name}:{lineno}", last=cut))
+                        out.extend(explain_line(line, f"{name}:{lineno}", cut=unterminated and line is lines[-1]))
                     if len(out) >= size:
                         yield out
                         out = []
@@ -260,6 +256,71 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
             out.append(BadRecord(f"{name}:{start}", CUT_AT_END))
     if out:
         yield out
+
+
+def read_line(line: bytes | memoryview, where: str, cut: bool) -> Iterator[LogItem]:
+    """One line of a JSON-lines log, as `_read_json` reads it: the fast path, else `explain_line`."""
+    try:
+        return iter((decode_event(line),))
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        return explain_line(line, where, cut)
+
+
+def explain_line(line: bytes | memoryview, where: str, cut: bool) -> Iterator[LogItem]:
+    """A line of a JSON-lines log that the fast path refused: nothing if blank, else its events or why not.
+
+    `cut` marks the log's last line when it has no newline (what a killed recorder leaves).
+    """
+    data = bytes(line)
+    if not data or data.isspace():
+        return iter(())
+    return _decode_at(data, where, last=cut)
+
+
+def is_json_lines(data: mmap.mmap | bytes) -> bool:
+    """Whether a log's first record is complete on its line: then `_read_json` reads it as JSON lines."""
+    start = 0
+    size = len(data)
+    while start < size:
+        stop = data.find(b"\n", start)
+        if stop < 0:
+            return False  # a single line without newline: the plain reader decides what it is
+        line = data[start:stop]
+        if line and not line.isspace():
+            try:
+                decode_json(line)
+            except RecordProblem:
+                return False
+            return True
+        start = stop + 1
+    return False
+
+
+def line_ranges(data: mmap.mmap | bytes, parts: int, smallest: int) -> list[tuple[int, int]]:
+    """Byte ranges that cover `data` in about `parts` pieces of at least `smallest` bytes, each ending
+    just after a newline (the last one at the end): lines never straddle two ranges."""
+    size = len(data)
+    step = max(smallest, -(-size // max(parts, 1)))
+    ranges: list[tuple[int, int]] = []
+    start = 0
+    while start < size:
+        cut = data.find(b"\n", min(start + step, size) - 1)
+        end = size if cut < 0 else cut + 1
+        ranges.append((start, end))
+        start = end
+    return ranges
+
+
+def range_lines(data: mmap.mmap | bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line in a range made by `line_ranges`, without its newline."""
+    find = data.find
+    while start < end:
+        stop = find(b"\n", start, end)
+        if stop < 0:
+            yield start, end
+            return
+        yield start, stop
+        start = stop + 1
 
 
 def _decode_at(data: bytes, where: str, last: bool = False) -> Iterator[LogItem]:
