@@ -2,33 +2,41 @@
 
 Decoding ~10 KB Pods is most of a replay's work, and it holds no state: each worker process maps the log,
 decodes byte ranges of whole lines with the serial reader's decoder, and reduces each Pod event to the
-view the filter compares (`pipeline.views.pod_view`), which it sends back as a compact msgpack array
-(~450 bytes instead of ~10 KB). The main process hands those views, in log order, to the one event filter;
-every other line (other kinds, blank, bad or cut-short records) it reads itself from its own mapping
-through the serial reader's per-line code, so messages and line numbers are the same either way.
+view the filter compares (`pipeline.views.pod_view`), which it sends back msgpack-encoded (~480 bytes
+instead of ~10 KB). The main process hands those views, in log order, to the one event filter; every
+other line (other kinds, blank, bad or cut-short records) it reads itself from its own mapping through
+the serial reader's per-line code, so messages and line numbers are the same either way.
+
+Most Pod events change nothing a diagnosis reads, so the main process first compares a view's bytes with
+the bytes of the last view it passed on for that Pod, and decodes only views that differ. This drop is
+exactly the filter's: after the filter has seen an ADDED or MODIFIED view, the same view again changes
+nothing. Anything that reaches the filter another way (a DELETED, a Pod read by the main process, a log
+read serially) forgets the remembered bytes.
 
 Only plain, uncompressed JSON-lines files take this path; pipes, gzip, YAML and kubectl's pretty output
-are read serially. Workers are forked before any thread exists in the replay (the pool is made once,
-before the first wait), so the fork is safe.
+are read serially. Workers are forked once per replay, from the event loop's thread while no other
+thread runs, and talk to it over socket pairs that the loop itself waits on.
 """
 
 from __future__ import annotations
 
 import mmap
 import multiprocessing
+import multiprocessing.process
 import os
-from collections import deque
+import signal
+import socket
+import struct
 from collections.abc import AsyncGenerator
-from concurrent.futures import Future, ProcessPoolExecutor
 
-import anyio.to_thread
+import anyio
 import msgspec
 
 from pipeline.filter import PodObservation
-from pipeline.views import pod_view
+from pipeline.views import PodView, pod_view
 from stream.decode import decode_event
 from stream.events import BadRecord, WatchEvent
-from stream.logs import LogSource, line_ranges, range_lines, read_line
+from stream.logs import LogSource, line_ranges, read_line
 from stream.objects import Pod
 
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
@@ -36,9 +44,24 @@ AUTO_MIN_BYTES = 32 << 20  # below this, starting workers costs more than it sav
 Item = WatchEvent | PodObservation | BadRecord
 
 
+class _PodLine(msgspec.Struct, array_like=True, gc=False):
+    """A Pod event as a worker sends it: what the main process needs to drop it cheaply is decoded at
+    once (one string for the Pod's key); its view and time stay encoded until they are needed."""
+
+    key: str  # namespace and name, by _pod_key
+    type: str
+    view: msgspec.Raw
+    time: msgspec.Raw
+
+
+def _pod_key(namespace: str, name: str) -> str:
+    """One string for a Pod's namespace and name, unambiguous even for names a bad log makes up."""
+    return f"{len(namespace)}:{namespace}{name}"
+
+
 class _RawLine(msgspec.Struct, array_like=True, gc=False):
     """A line the worker leaves to the main process: its number in the range, its bytes, and how many
-    of the range's observations come before it."""
+    of the range's Pod lines come before it."""
 
     line: int
     start: int
@@ -48,12 +71,14 @@ class _RawLine(msgspec.Struct, array_like=True, gc=False):
 
 class _RangeResult(msgspec.Struct, array_like=True, gc=False):
     lines: int
-    observations: list[PodObservation]
+    pods: list[_PodLine]
     raw: list[_RawLine]
 
 
 _encode = msgspec.msgpack.Encoder().encode
-_decode = msgspec.msgpack.Decoder(_RangeResult).decode
+_decode_range_result = msgspec.msgpack.Decoder(_RangeResult).decode
+_decode_view = msgspec.msgpack.Decoder(PodView).decode
+_decode_time = msgspec.msgpack.Decoder(str | None).decode
 
 
 class LogChanged(Exception):
@@ -69,116 +94,262 @@ def usable_cpus() -> int:
 
 # --- in the worker processes --------------------------------------------------------------------------
 
-_mapping: tuple[str, tuple[int, int, int], mmap.mmap] | None = None
+_mapping: tuple[str, tuple[int, int], int, mmap.mmap] | None = None
 
 
-def _map(path: str, identity: tuple[int, int, int]) -> mmap.mmap:
+def _map(path: str, identity: tuple[int, int], size: int) -> mmap.mmap:
+    """The log mapped as far as the replay saw it (a log still being appended to is read up to there)."""
     global _mapping
-    if _mapping is not None and _mapping[:2] == (path, identity):
-        return _mapping[2]
+    if _mapping is not None and _mapping[:3] == (path, identity, size):
+        return _mapping[3]
     with open(path, "rb") as f:
         st = os.fstat(f.fileno())
-        if (st.st_dev, st.st_ino, st.st_size) != identity:
+        if (st.st_dev, st.st_ino) != identity or st.st_size < size:
             raise LogChanged(f"{path}: changed while being read")
-        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
     if _mapping is not None:
-        _mapping[2].close()
-    _mapping = (path, identity, mapped)
+        _mapping[3].close()
+    _mapping = (path, identity, size, mapped)
     return mapped
 
 
-def _decode_range(path: str, identity: tuple[int, int, int], start: int, end: int) -> bytes:
-    data = _map(path, identity)
+def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, end: int) -> bytes:
+    data = _map(path, identity, size)
     view = memoryview(data)
-    observations: list[PodObservation] = []
+    pods: list[_PodLine] = []
     raw: list[_RawLine] = []
     lines = 0
+    find = data.find
+    line_start = start
     try:
-        for line_start, line_end in range_lines(data, start, end):
+        while line_start < end:
+            line_end = find(b"\n", line_start, end)
+            if line_end < 0:
+                line_end = end  # the log's last line, without a newline
             lines += 1
+            event: WatchEvent | None
             try:
                 event = decode_event(view[line_start:line_end])
             except (msgspec.ValidationError, msgspec.DecodeError):
-                raw.append(_RawLine(lines, line_start, line_end, len(observations)))
-                continue
-            obj = event.object
-            if type(obj) is Pod:
-                observations.append(PodObservation(event.type, pod_view(obj), event.time))
+                event = None
+            if event is not None and isinstance(event.object, Pod):
+                meta = event.object.metadata
+                encoded = msgspec.Raw(_encode(pod_view(event.object)))
+                time = msgspec.Raw(_encode(event.time))
+                pods.append(_PodLine(_pod_key(meta.namespace, meta.name), event.type, encoded, time))
             else:
-                raw.append(_RawLine(lines, line_start, line_end, len(observations)))
+                raw.append(_RawLine(lines, line_start, line_end, len(pods)))
+            line_start = line_end + 1
     finally:
         view.release()
     # decoded: drop these pages from this process's resident set (the page cache keeps them)
     aligned = start - start % mmap.PAGESIZE
     if hasattr(data, "madvise"):
         data.madvise(mmap.MADV_DONTNEED, aligned, end - aligned)
-    return _encode(_RangeResult(lines, observations, raw))
+    return _encode(_RangeResult(lines, pods, raw))
+
+
+# --- the worker processes' loop, and the pool that talks to them --------------------------------------
+
+
+class _Task(msgspec.Struct, array_like=True):
+    path: str
+    identity: tuple[int, int]
+    size: int
+    start: int
+    end: int
+
+
+_HEADER = struct.Struct("<q")  # the length of the message that follows; negative: an error's text
+
+
+def _serve(connection: socket.socket, inherited: list[socket.socket]) -> None:
+    """A worker process: decode each range it is sent, until its socket closes.
+
+    `inherited` are the replay's ends of the socket pairs, copied by the fork: closed at once, or no
+    worker would ever see its own socket close.
+    """
+    for other in inherited:
+        other.close()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the replaying process's to handle
+    decode_task = msgspec.msgpack.Decoder(_Task).decode
+    try:
+        while True:
+            header = _receive_exactly(connection, _HEADER.size)
+            if header is None:
+                return
+            task = decode_task(_receive_exactly(connection, _HEADER.unpack(header)[0]) or b"")
+            try:
+                result = _decode_range(task.path, task.identity, task.size, task.start, task.end)
+            except Exception as exc:  # sent back and reported there, never a traceback here
+                text = (str(exc) or type(exc).__name__).encode()
+                connection.sendall(_HEADER.pack(-len(text)) + text)
+                continue
+            connection.sendall(_HEADER.pack(len(result)) + result)
+    except (OSError, msgspec.DecodeError):  # the replay ended or went away
+        return
+    finally:
+        connection.close()
+
+
+def _receive_exactly(connection: socket.socket, size: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+class WorkerFailed(Exception):
+    """A decoding process failed or ended; the message says why."""
+
+
+class _Workers:
+    """Forked decoding processes, each on a socket pair: tasks go out in order and results come back in
+    order, read by the event loop itself (no threads, no pickling)."""
+
+    def __init__(self, jobs: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self.connections: list[socket.socket] = []
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        for _ in range(jobs):
+            parent, child = socket.socketpair()
+            self.connections.append(parent)
+            process = context.Process(
+                target=_serve, args=(child, self.connections), name="crashwatch-decoder", daemon=True
+            )
+            process.start()
+            child.close()
+            self.processes.append(process)
+
+    def send(self, worker: int, task: _Task) -> None:
+        payload = _encode(task)
+        self.connections[worker].sendall(_HEADER.pack(len(payload)) + payload)
+
+    async def receive(self, worker: int) -> bytearray:
+        connection = self.connections[worker]
+        (size,) = _HEADER.unpack(await self._receive(connection, _HEADER.size))
+        if size < 0:
+            raise WorkerFailed((await self._receive(connection, -size)).decode(errors="replace"))
+        return await self._receive(connection, size)
+
+    @staticmethod
+    async def _receive(connection: socket.socket, size: int) -> bytearray:
+        data = bytearray(size)
+        view = memoryview(data)
+        got = 0
+        while got < size:
+            await anyio.wait_readable(connection)
+            count = connection.recv_into(view[got:])
+            if not count:
+                raise WorkerFailed("a decoding process ended unexpectedly")
+            got += count
+        return data
+
+    def close(self) -> None:
+        for connection in self.connections:
+            connection.close()
+        for process in self.processes:
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
 
 
 # --- in the replaying process ---------------------------------------------------------------------------
 
 
+def parallel_available() -> bool:
+    """Workers are forked (they start at once and share what the replay has imported): not on Windows."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
 class ParallelDecoder:
-    """A pool of decoding workers for one replay; `read` yields a log's items in order, in batches."""
+    """Decoding workers for one replay; `read` yields a log's items in order, in batches."""
 
     def __init__(self, jobs: int, range_bytes: int = RANGE_BYTES) -> None:
         self.jobs = jobs
         self.range_bytes = range_bytes
-        self._pool: ProcessPoolExecutor | None = None
+        self._workers: _Workers | None = None
+        # the encoded view last passed on for each Pod, while the filter's state for it is that view's
+        self._passed: dict[str, msgspec.Raw] = {}
 
     def __enter__(self) -> ParallelDecoder:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            methods = multiprocessing.get_all_start_methods()
-            context = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-            self._pool = ProcessPoolExecutor(self.jobs, mp_context=context)
-        return self._pool
+    def forget(self) -> None:
+        """Events reached the filter by another way (a log read serially): trust no remembered view."""
+        self._passed.clear()
 
     async def read(self, source: LogSource, mapped: mmap.mmap) -> AsyncGenerator[list[Item], None]:
-        path = source.stream.name
         st = os.fstat(source.stream.fileno())
-        identity = (st.st_dev, st.st_ino, st.st_size)
         size = len(mapped)
         cut_at_end = size > 0 and mapped[size - 1 : size] != b"\n"
-        ranges = iter(line_ranges(mapped, max(self.jobs * 4, size // self.range_bytes), self.range_bytes // 64))
-        pool = self._executor()
-        pending: deque[Future[bytes]] = deque()
-
-        def submit() -> None:
-            span = next(ranges, None)
-            if span is not None:
-                pending.append(pool.submit(_decode_range, path, identity, *span))
-
-        for _ in range(self.jobs * 3):
-            submit()
+        spans = line_ranges(mapped, max(self.jobs * 4, size // self.range_bytes), self.range_bytes // 64)
+        tasks = [_Task(source.stream.name, (st.st_dev, st.st_ino), size, *span) for span in spans]
+        if self._workers is None:
+            self._workers = _Workers(self.jobs)
+        workers = self._workers
+        ahead = self.jobs * 3  # tasks queued per worker beyond the one it is decoding
+        for index in range(min(ahead, len(tasks))):
+            workers.send(index % self.jobs, tasks[index])
         base = 0
+        done = False
         try:
-            while pending:
-                future = pending.popleft()
-                result = _decode(await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True))
-                submit()
-                observations = result.observations
-                if not result.raw:
-                    base += result.lines
-                    yield observations  # type: ignore[misc]
-                    continue
-                items: list[Item] = []
-                taken = 0
-                for raw in result.raw:
-                    items += observations[taken : raw.before]
-                    taken = raw.before
-                    cut = cut_at_end and raw.end == size
-                    items += read_line(mapped[raw.start : raw.end], f"{source.name}:{base + raw.line}", cut)
-                items += observations[taken:]
+            for index in range(len(tasks)):
+                try:
+                    data = await workers.receive(index % self.jobs)
+                except WorkerFailed as exc:
+                    yield [BadRecord(f"{source.name}:{base + 1}", f"cannot read further: {exc}")]
+                    return
+                result = _decode_range_result(data)
+                if index + ahead < len(tasks):
+                    workers.send((index + ahead) % self.jobs, tasks[index + ahead])
+                yield self._items(result, source, mapped, base, cut_at_end)
                 base += result.lines
-                yield items
+            done = True
         finally:
-            for future in pending:
-                future.cancel()
+            if not done:  # results still on their way must not be read as another log's
+                workers.close()
+                self._workers = None
+
+    def _items(
+        self, result: _RangeResult, source: LogSource, mapped: mmap.mmap, base: int, cut_at_end: bool
+    ) -> list[Item]:
+        """A range's items in log order: the Pod views that may change something, and the other lines."""
+        size = len(mapped)
+        items: list[Item] = []
+        taken = 0
+        for raw in result.raw:
+            self._take(result.pods, taken, raw.before, items)
+            taken = raw.before
+            cut = cut_at_end and raw.end == size
+            for item in read_line(mapped[raw.start : raw.end], f"{source.name}:{base + raw.line}", cut):
+                if isinstance(item, WatchEvent) and type(item.object) is Pod:
+                    meta = item.object.metadata
+                    self._passed.pop(_pod_key(meta.namespace, meta.name), None)
+                items.append(item)
+        self._take(result.pods, taken, len(result.pods), items)
+        return items
+
+    def _take(self, pods: list[_PodLine], start: int, stop: int, items: list[Item]) -> None:
+        passed = self._passed
+        for index in range(start, stop):
+            pod = pods[index]
+            kind = pod.type
+            if kind == "ADDED" or kind == "MODIFIED":
+                if passed.get(pod.key) == pod.view:
+                    continue
+                passed[pod.key] = pod.view.copy()
+            elif kind == "DELETED":
+                passed.pop(pod.key, None)
+            else:
+                continue  # BOOKMARK, ERROR: the filter drops them
+            items.append(PodObservation(kind, _decode_view(pod.view), _decode_time(pod.time)))

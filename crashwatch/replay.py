@@ -26,7 +26,7 @@ import anyio.to_thread
 from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
-from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, usable_cpus
+from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
 from pipeline.filter import EventFilter, ObjectChange, PodObservation
@@ -82,7 +82,7 @@ class _Outcome:
 def _parallel_mapping(source: LogSource, jobs: int, explicit: bool) -> mmap.mmap | None:
     """The log's mapping when worker processes should decode it: a plain JSON-lines file, more than one
     job, and (unless --jobs was given) big enough to repay starting them."""
-    if jobs < 2 or source.yaml:
+    if jobs < 2 or source.yaml or not parallel_available():
         return None
     mapped = map_file(source.stream)
     if mapped is None:
@@ -188,6 +188,7 @@ async def _read_logs(
                                         if not await _deliver(source, items, send, err, strict, outcome, progress):
                                             return
                             continue
+                        parallel.forget()
                         for batch in read_log(source):
                             if not await _deliver(source, batch, send, err, strict, outcome, progress):
                                 return

@@ -311,18 +311,6 @@ def line_ranges(data: mmap.mmap | bytes, parts: int, smallest: int) -> list[tupl
     return ranges
 
 
-def range_lines(data: mmap.mmap | bytes, start: int, end: int) -> Iterator[tuple[int, int]]:
-    """(start, end) of each line in a range made by `line_ranges`, without its newline."""
-    find = data.find
-    while start < end:
-        stop = find(b"\n", start, end)
-        if stop < 0:
-            yield start, end
-            return
-        yield start, stop
-        start = stop + 1
-
-
 def _decode_at(data: bytes, where: str, last: bool = False) -> Iterator[LogItem]:
     try:
         decoded = decode_json(data)
