@@ -52,6 +52,18 @@ def random_log(path: Path, seed: int, events: int = 1500, cut_last: bool = True)
         if roll < 0.02:
             lines.append("   ")
             continue
+        if roll < 0.025:  # a List on one line: its Pods are read by the main process, not the workers
+            items = [
+                pod(
+                    f"g1-worker-{i}",
+                    uid=f"g1-worker-{i}-0",
+                    pod_labels=labels("g1", "worker"),
+                    ready=rng.random() < 0.5,
+                )
+                for i in range(3)
+            ]
+            lines.append(json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items}))
+            continue
         if roll < 0.03:
             obj = deployment(
                 f"g1-{rng.choice(['worker', 'frontend'])}",
@@ -123,6 +135,65 @@ def test_several_logs_and_a_pretty_printed_one_keep_their_order(tmp_path: Path) 
     parallel = replay_in_process(first, pretty, second, jobs=2, range_bytes=4096, output="json")
     assert parallel == serial
     assert serial[0] == 65  # random_log scatters bad lines in
+
+
+def test_a_log_read_serially_between_two_read_by_workers(tmp_path: Path) -> None:
+    """The same Pods in a gzip log (read serially) between two plain ones: what the workers' side
+    remembered of those Pods must not outlive the serial read."""
+    import gzip
+
+    first, middle, last = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    random_log(first, 7, cut_last=False)
+    random_log(middle, 8, cut_last=False)
+    zipped = tmp_path / "b.jsonl.gz"
+    zipped.write_bytes(gzip.compress(middle.read_bytes()))
+    last.write_text(first.read_text())  # the same views again: after the middle log, some change things
+    serial = replay_in_process(first, zipped, last, jobs=1, output="json")
+    parallel = replay_in_process(first, zipped, last, jobs=2, range_bytes=4096, output="json")
+    assert parallel == serial
+
+
+def _line(kind: str, obj: dict[str, Any]) -> str:
+    return json.dumps({"type": kind, "object": obj}) + "\n"
+
+
+CRASHING = pod("p", uid="p-1", containers=[container(restarts=2)])
+HEALTHY = pod("p", uid="p-1", containers=[container(state="running")], ready=True)
+
+
+def test_a_view_seen_again_after_a_serial_log_changed_the_pod_is_not_dropped(tmp_path: Path) -> None:
+    import gzip
+
+    first, middle, last = tmp_path / "a.jsonl", tmp_path / "b.jsonl.gz", tmp_path / "c.jsonl"
+    first.write_text(_line("ADDED", CRASHING))
+    middle.write_bytes(gzip.compress(_line("MODIFIED", HEALTHY).encode()))
+    last.write_text(_line("MODIFIED", CRASHING))
+    code, out, err = replay_in_process(first, middle, last, jobs=2)
+    assert (code, err) == (0, "")
+    assert [line.split()[2] for line in out.decode().splitlines()] == [
+        "CRASH-LOOPING",
+        "FAILED",
+        "RECOVERED",
+        "RECOVERED",
+        "CRASH-LOOPING",
+        "FAILED",
+    ]
+
+
+def test_a_view_seen_again_after_a_list_line_changed_the_pod_is_not_dropped(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    listed = json.dumps({"kind": "PodList", "items": [HEALTHY]}) + "\n"  # read by the main process
+    log.write_text(_line("ADDED", CRASHING) + listed + _line("MODIFIED", CRASHING))
+    code, out, _ = replay_in_process(log, jobs=2)
+    assert code == 0
+    assert [line.split()[2] for line in out.decode().splitlines()] == [
+        "CRASH-LOOPING",
+        "FAILED",
+        "RECOVERED",
+        "RECOVERED",
+        "CRASH-LOOPING",
+        "FAILED",
+    ]
 
 
 def test_the_cli_takes_jobs() -> None:
