@@ -37,6 +37,91 @@ exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stoppe
 """
 
 
+RUN_EXAMPLES = """\
+examples:
+  # watch every namespace, write DCD/DGD status, print verdict changes as JSON lines
+  crashwatch run -A -o json
+
+  # one namespace, through a given kubeconfig and context
+  crashwatch run -n dynamo --kubeconfig ~/.kube/prod --context prod-east
+
+what it writes (see shared/DYNAMO.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
+state failed with Ready reason component_crash_looping; both cleared when no crash loop remains.
+Statuses are decided once every resource has been listed; a status that already says the verdict
+is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
+get/patch on their status subresources.
+
+exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
+to list/watch, 78 no usable kubeconfig, 130 stopped by Ctrl-C.
+"""
+
+TAIL_EXAMPLES = """\
+examples:
+  crashwatch tail -A                      # every namespace, text
+  crashwatch tail -n dynamo -o json | jq 'select(.kind == "graph")'
+
+Read-only: needs get/list/watch alone. Lines are those of `crashwatch replay`, stamped with the time
+each event arrived (UTC, milliseconds).
+
+exit codes: 0 stopped by SIGTERM, 2 usage error, 77 not allowed to list/watch, 78 no usable
+kubeconfig, 130 stopped by Ctrl-C.
+"""
+
+RECORD_EXAMPLES = """\
+examples:
+  crashwatch record -A -o session.jsonl       # keep every event, print verdict changes as tail does
+  crashwatch replay session.jsonl             # later: the same verdict changes, the same times
+
+Each event is one JSON line with the time it arrived, flushed as it comes: a killed recorder loses
+at most the line it was writing.
+
+exit codes: as for tail; 73 the record file cannot be created.
+"""
+
+
+def _cluster_options(parser: argparse.ArgumentParser) -> None:
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        dest="namespaces",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch this namespace (repeatable; default: the kubeconfig context's namespace)",
+    )
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch every namespace")
+    parser.add_argument(
+        "--kubeconfig", metavar="PATH", help="kubeconfig file (default: $KUBECONFIG, in-cluster, then ~/.kube/config)"
+    )
+    parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
+    parser.add_argument(
+        "--request-timeout",
+        type=_positive_float,
+        default=30.0,
+        metavar="SECONDS",
+        help="give up on a LIST or a status write after this long and retry (default: 30)",
+    )
+    parser.add_argument(
+        "--watch-idle-timeout",
+        type=_positive_float,
+        default=90.0,
+        metavar="SECONDS",
+        help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
+        "API server sends a bookmark about once a minute)",
+    )
+
+
+def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
+    parser.add_argument(
+        *flags,
+        dest="format",
+        choices=("text", "json"),
+        default="text",
+        help="line format of verdict changes (default: text)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="crashwatch",
@@ -81,7 +166,58 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="never draw a progress line on stderr",
     )
+
+    run = commands.add_parser(
+        "run",
+        help="watch the cluster and write DCD/DGD status while a component crash-loops",
+        description="Watch Pods, Deployments and the Dynamo resources; print every verdict change and write "
+        "the DCD and DGD status that reports it.",
+        epilog=RUN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _cluster_options(run)
+    _line_format(run, "-o", "--output")
+    run.add_argument("--qps", type=_positive_float, default=10.0, help="status writes per second (default: 10)")
+    run.add_argument("--burst", type=_positive_int, default=20, help="status writes at once (default: 20)")
+
+    tail = commands.add_parser(
+        "tail",
+        help="watch the cluster and print verdict changes (read-only)",
+        description="Watch Pods, Deployments and the Dynamo resources and print every verdict change; writes nothing.",
+        epilog=TAIL_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _cluster_options(tail)
+    _line_format(tail, "-o", "--output")
+
+    record = commands.add_parser(
+        "record",
+        help="watch the cluster, keep every event in a log that replay reads, and print verdict changes",
+        description="Watch as `tail` does, and write every event received, with its arrival time, to FILE.",
+        epilog=RECORD_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _cluster_options(record)
+    record.add_argument(
+        "-o",
+        "--output",
+        dest="record",
+        required=True,
+        metavar="FILE",
+        help="the log to write ('-': stdout, and then no verdict lines)",
+    )
+    _line_format(record, "--format")
     return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -113,8 +249,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                     jobs=args.jobs,
                 )
             )
+        if args.command in ("run", "tail", "record"):
+            return _live(args)
     except KeyboardInterrupt:
-        return 130
+        return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
         leaves = list(_leaves(exc))
         if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
@@ -125,6 +263,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
     return exitcodes.USAGE
+
+
+def _live(args: argparse.Namespace) -> int:
+    from crashwatch.live import LiveOptions, run_live
+    from sinks.status import PatchSettings
+    from stream.reflector import WatchSettings
+
+    watch = WatchSettings(request_timeout=args.request_timeout, idle_timeout=args.watch_idle_timeout)
+    patch = PatchSettings(request_timeout=args.request_timeout)
+    if args.command == "run":
+        patch.qps, patch.burst = args.qps, args.burst
+    record = getattr(args, "record", None)
+    if record is not None and record != "-":
+        try:
+            open(record, "wb").close()  # fail now, with one line, rather than after connecting
+        except OSError as exc:
+            print(f"crashwatch: {record}: cannot create: {exc.strerror or exc}", file=sys.stderr)
+            return exitcodes.CANTCREAT
+    return run_live(
+        LiveOptions(
+            command=args.command,
+            namespaces=args.namespaces,
+            all_namespaces=args.all_namespaces,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            output=args.format,
+            record=record,
+            watch=watch,
+            patch=patch,
+        )
+    )
 
 
 def _leaves(exc: BaseException) -> Iterator[BaseException]:

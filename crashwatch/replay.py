@@ -29,8 +29,8 @@ from crashwatch import exitcodes
 from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
-from pipeline.filter import EventFilter, ObjectChange, PodObservation
-from pipeline.stages import aggregate_stage, filter_stage
+from pipeline.filter import EventFilter, PodObservation
+from pipeline.stages import Changes, aggregate_stage, filter_stage
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from stream.events import BadRecord, WatchEvent
 from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
@@ -243,7 +243,7 @@ async def replay(
     outcome = _Outcome()
     render = patch_printer if options.patches else change_printer(options.output)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
-    send_changes, receive_changes = anyio.create_memory_object_stream[list[ObjectChange]](BUFFER)
+    send_changes, receive_changes = anyio.create_memory_object_stream[Changes](BUFFER)
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_logs, sources, send_events, err, options, outcome, progress)

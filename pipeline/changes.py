@@ -49,9 +49,14 @@ class StatusWanted(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     name: str
     uid: str
+    resource_version: str  # of the observation this was decided on: the write's precondition
     condition: Condition
     conditions: tuple[Condition, ...]
     state: str | None
+
+    def owned(self) -> tuple[str, str, str, str | None]:
+        """What of this status crashwatch decides: two wants with the same are the same write."""
+        return (self.condition.status, self.condition.reason, self.condition.message, self.state)
 
     def patch(self) -> dict[str, object]:
         """The JSON merge patch body: conditions is a list, so it is sent whole."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
 from pipeline.aggregate import Aggregator
@@ -18,21 +19,35 @@ from pipeline.filter import EventFilter, ObjectChange, PodObservation
 from stream.events import WatchEvent
 
 
+class Synced(msgspec.Struct, frozen=True, gc=False):
+    """Sent by a live source, alone in its batch, once every resource has been listed: from here on
+    the aggregator has seen every object and may decide statuses (see `Aggregator.sync`)."""
+
+    time: str | None
+
+
+Events = list[WatchEvent | PodObservation] | list[Synced]
+Changes = list[ObjectChange] | list[Synced]
+
+
 async def filter_stage(
-    receive: ObjectReceiveStream[list[WatchEvent | PodObservation]],
-    send: ObjectSendStream[list[ObjectChange]],
+    receive: ObjectReceiveStream[Events],
+    send: ObjectSendStream[Changes],
     event_filter: EventFilter,
 ) -> None:
     observe = event_filter.observe
     async with receive, send:
         async for batch in receive:
-            changes = [change for change in map(observe, batch) if change is not None]
+            if batch and type(batch[0]) is Synced:
+                await send.send(batch)
+                continue
+            changes = [change for change in map(observe, batch) if change is not None]  # type: ignore[arg-type]
             if changes:
                 await send.send(changes)
 
 
 async def aggregate_stage(
-    receive: ObjectReceiveStream[list[ObjectChange]],
+    receive: ObjectReceiveStream[Changes],
     sends: Sequence[ObjectSendStream[list[Output]]],
     aggregator: Aggregator,
 ) -> None:
@@ -42,7 +57,10 @@ async def aggregate_stage(
             async for batch in receive:
                 outputs: list[Output] = []
                 for change in batch:
-                    outputs += apply(change)
+                    if type(change) is Synced:
+                        outputs += aggregator.sync(change.time)
+                    else:
+                        outputs += apply(change)  # type: ignore[arg-type]
                 if outputs:
                     for send in sends:
                         await send.send(outputs)

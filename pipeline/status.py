@@ -33,6 +33,8 @@ def _same(a: Condition | None, b: Condition) -> bool:
 
 def _merge(view: StatusView, wanted: Condition, now: str) -> tuple[Condition, tuple[Condition, ...]]:
     """Replace the owned condition, keeping its transition time when its status did not change."""
+    if "." in now:  # metav1.Time has whole seconds; live events are stamped to the millisecond
+        now = now.partition(".")[0] + "Z"
     old = view.condition(wanted.type)
     since = old.last_transition_time if old is not None and old.status == wanted.status else now
     wanted = Condition(
@@ -127,6 +129,7 @@ def wanted_status(view: StatusView, condition: Condition, state: str | None, now
         namespace=view.namespace,
         name=view.name,
         uid=view.uid,
+        resource_version=view.resource_version,
         condition=merged_condition,
         conditions=conditions,
         state=state,

@@ -168,6 +168,7 @@ class StatusView(msgspec.Struct, frozen=True, gc=False):
     namespace: str
     name: str
     generation: int
+    resource_version: str  # the precondition of a write made from this observation
     graph: str | None
     component: str | None
     state: str
@@ -190,6 +191,7 @@ def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> Statu
         namespace=_intern(meta.namespace),
         name=meta.name,
         generation=meta.generation,
+        resource_version=meta.resource_version,
         graph=meta.name if is_dgd else meta.labels.get(GRAPH_LABEL),
         component=None if is_dgd else meta.labels.get(COMPONENT_LABEL),
         state=obj.status.state,

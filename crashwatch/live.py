@@ -1,0 +1,192 @@
+"""`crashwatch run`, `tail` and `record`: live list+watch sources through the replay's stages and sinks.
+
+The three differ only in their sinks: `tail` prints verdict changes (and needs get/list/watch rights
+alone), `run` also writes DCD and DGD status, `record` also writes every event it receives to a log
+that `replay` reads. Statuses are decided only after every resource has been listed once (`Synced`):
+a watcher that starts must see every Pod before it may conclude that a failure has cleared.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO, Literal, TextIO
+
+import anyio
+from anyio.abc import ObjectSendStream
+
+from crashwatch import exitcodes
+from pipeline.aggregate import Aggregator
+from pipeline.changes import Output
+from pipeline.filter import EventFilter
+from pipeline.stages import Changes, Events, Synced, aggregate_stage, filter_stage
+from sinks.status import PatchSettings, StatusPatcher
+from sinks.stdout import Format, change_printer, print_lines
+from stream.client import ApiError, ConfigError, KubeClient, backoff
+from stream.record import Recorder
+from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
+from stream.resources import DEPLOYMENTS, PODS, Resource, discover_dynamo, dynamo_resources
+
+Command = Literal["run", "tail", "record"]
+BUFFER = 64
+
+
+@dataclass
+class LiveOptions:
+    command: Command
+    namespaces: list[str] = field(default_factory=list)
+    all_namespaces: bool = False
+    kubeconfig: str | None = None
+    context: str | None = None
+    output: Format = "text"
+    record: str | None = None
+    watch: WatchSettings = field(default_factory=WatchSettings)
+    patch: PatchSettings = field(default_factory=PatchSettings)
+
+
+class _Stop(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def stderr_log(err: TextIO) -> Callable[[str], None]:
+    def log(message: str) -> None:
+        err.write(f"crashwatch: {message}\n")
+        err.flush()
+
+    return log
+
+
+async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
+    log = stderr_log(err)
+    try:
+        client = await KubeClient.connect(options.kubeconfig, options.context)
+    except ConfigError as exc:
+        log(str(exc))
+        return exitcodes.CONFIG
+    try:
+        return await _watch(client, options, out, log)
+    except _Stop as stop:
+        return stop.code
+    finally:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await client.close()
+
+
+async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str], None]) -> str | None:
+    """The Dynamo CRDs' version, waiting out an API server that cannot be reached yet."""
+    attempt = 0
+    while True:
+        try:
+            return await discover_dynamo(client, options.watch.request_timeout)
+        except ApiError as exc:
+            if exc.status in (401, 403):
+                log(f"not allowed to discover the API of {client.server}: {exc.message or exc.reason}")
+                raise _Stop(exitcodes.NOPERM) from None
+            delay = backoff(attempt, options.watch.initial_backoff, options.watch.max_backoff)
+            attempt += 1
+            log(f"{exc}; retrying in {delay:.1f}s")
+            await anyio.sleep(delay)
+
+
+async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: Callable[[str], None]) -> int:
+    version = await _discover(client, options, log)
+    resources: list[Resource] = [PODS, DEPLOYMENTS]
+    if version is None:
+        if options.command == "run":
+            log(
+                f"the Dynamo CRDs (nvidia.com DynamoGraphDeployment, DynamoComponentDeployment) are not served by "
+                f"{client.server}: there is no status to write"
+            )
+            return exitcodes.UNAVAILABLE
+        log("the Dynamo CRDs are not served: watching Pods and Deployments only")
+    else:
+        resources += dynamo_resources(version)
+    scopes: list[str | None] = (
+        [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
+    )
+    where = "all namespaces" if options.all_namespaces else "namespace " + ", ".join(str(s) for s in scopes)
+    names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
+    log(f"watching {names} in {where} at {client.server} ({client.source})")
+
+    recorder = Recorder(options.record) if options.record else None
+    show = recorder is None or options.record != "-"
+    send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
+    send_changes, receive_changes = anyio.create_memory_object_stream[Changes](BUFFER)
+    sinks: list[ObjectSendStream[list[Output]]] = []
+    started = time.monotonic()
+    code = exitcodes.OK
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_signals, tg.cancel_scope, log)
+            tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
+            if show:
+                send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
+                sinks.append(send_out)
+                tg.start_soon(print_lines, receive_out, out, change_printer(options.output))
+            if options.command == "run":
+                send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
+                sinks.append(send_status)
+                patcher = StatusPatcher(client, options.patch, log)
+                tg.start_soon(patcher.run, receive_status)
+            tg.start_soon(aggregate_stage, receive_changes, sinks, Aggregator(clock=now_rfc3339, synced=False))
+
+            reflectors = [
+                Reflector(
+                    client,
+                    resource,
+                    scope,
+                    send_events.send,  # type: ignore[arg-type]
+                    options.watch,
+                    log,
+                    tap=recorder.write if recorder is not None else None,
+                )
+                for resource in resources
+                for scope in scopes
+            ]
+            pending = len(reflectors)
+
+            async def listed() -> None:
+                nonlocal pending
+                pending -= 1
+                if pending == 0:
+                    count = sum(len(r.known) for r in reflectors)
+                    log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
+                    await send_events.send([Synced(now_rfc3339())])
+
+            for reflector in reflectors:
+                tg.start_soon(reflector.run, listed)
+    except* Fatal as group:
+        fatal = [exc for exc in _leaves(group) if isinstance(exc, Fatal)]
+        for exc in fatal:
+            log(str(exc))
+        code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
+    except* _Stop as group:
+        code = next(exc.code for exc in _leaves(group) if isinstance(exc, _Stop))
+    finally:
+        if recorder is not None:
+            recorder.close()
+            log(f"recorded {recorder.count} events to {options.record}")
+    return code
+
+
+async def _signals(scope: anyio.CancelScope, log: Callable[[str], None]) -> None:
+    """SIGTERM stops the watcher cleanly (exit 0); SIGINT too, with 130 as a shell expects."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            raise _Stop(exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED)
+
+
+def _leaves(exc: BaseException) -> Iterator[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            yield from _leaves(inner)
+    else:
+        yield exc
+
+
+def run_live(options: LiveOptions) -> int:
+    return anyio.run(live, options, sys.stdout.buffer, sys.stderr)

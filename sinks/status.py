@@ -1,0 +1,247 @@
+"""The status patcher: writes the DCD and DGD statuses the aggregator wants, and nothing else.
+
+What to write is decided upstream (pipeline.status); how is decided here. Each object has at most one
+write in flight, and while it is in flight the newest wanted status replaces any older one (coalescing).
+A write is a JSON merge patch of the status subresource that carries the observed resourceVersion, so a
+concurrent writer makes it fail with 409 instead of being overwritten: then the object is read again,
+the owned condition merged into what it says now (other conditions untouched), and the write retried,
+or dropped if the object already says it. 429 and 5xx are retried with backoff, honouring Retry-After.
+A token bucket bounds the rate of writes. When another writer overwrites a failure that still holds,
+the aggregator wants the same status again; writing the same thing again waits with per-object
+exponential backoff, so two writers never fight in a tight loop.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import anyio
+import msgspec
+from anyio.abc import ObjectReceiveStream
+
+from pipeline.changes import Output, StatusWanted
+from pipeline.status import wanted_status
+from pipeline.views import status_view
+from stream.client import ApiError, KubeClient, backoff
+from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
+from stream.resources import Resource, dynamo_resources
+
+Log = Callable[[str], None]
+_encode = msgspec.json.Encoder().encode
+
+
+@dataclass
+class PatchSettings:
+    qps: float = 10.0
+    burst: int = 20
+    concurrency: int = 8
+    request_timeout: float = 30.0
+    reassert_initial: float = 1.0  # the first rewrite of an overwritten status waits this long...
+    reassert_max: float = 300.0  # ...doubling up to this
+    retry_max: float = 30.0
+
+
+class TokenBucket:
+    """`rate` writes a second on average, `burst` at once; a caller past the budget waits its turn."""
+
+    def __init__(self, rate: float, burst: int) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.last = anyio.current_time()
+
+    async def acquire(self) -> None:
+        now = anyio.current_time()
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        self.tokens -= 1
+        if self.tokens < 0:
+            await anyio.sleep(-self.tokens / self.rate)
+
+
+@dataclass
+class _Object:
+    wanted: StatusWanted | None = None
+    busy: bool = False
+    written: tuple[str, str, str, str | None] | None = None  # what our last successful write said
+    written_at: float = 0.0
+    repeats: int = 0  # writes in a row of the same status: another writer keeps overwriting it
+    woken: anyio.Event = field(default_factory=anyio.Event)
+
+
+@dataclass
+class PatchStats:
+    writes: int = 0
+    conflicts: int = 0
+    retries: int = 0
+    unchanged: int = 0  # found already saying what was wanted when read again
+    failures: int = 0
+
+
+class StatusPatcher:
+    def __init__(
+        self,
+        client: KubeClient,
+        settings: PatchSettings | None = None,
+        log: Log | None = None,
+        clock: Callable[[], str] | None = None,
+    ) -> None:
+        self.client = client
+        self.settings = settings or PatchSettings()
+        self.log = log or (lambda message: None)
+        self.clock = clock or _now
+        self.stats = PatchStats()
+        self._objects: dict[tuple[str, str, str], _Object] = {}
+        self._bucket = TokenBucket(self.settings.qps, self.settings.burst)
+        self._requests = anyio.CapacityLimiter(self.settings.concurrency)
+
+    async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
+        async with anyio.create_task_group() as tg, receive:
+            async for batch in receive:
+                for item in batch:
+                    if isinstance(item, StatusWanted):
+                        self._want(item, tg)
+
+    def _want(self, wanted: StatusWanted, tg: anyio.abc.TaskGroup) -> None:
+        key = (wanted.kind, wanted.namespace, wanted.name)
+        entry = self._objects.get(key)
+        if entry is None:
+            entry = self._objects[key] = _Object()
+        entry.wanted = wanted  # newer replaces older: only the newest is ever written
+        entry.woken.set()
+        if not entry.busy:
+            entry.busy = True
+            tg.start_soon(self._drive, key, entry)
+
+    async def _drive(self, key: tuple[str, str, str], entry: _Object) -> None:
+        """Write an object's newest wanted status, and go on while newer ones arrive."""
+        try:
+            while entry.wanted is not None:
+                wanted = entry.wanted
+                if wanted.owned() == entry.written:
+                    # the same again: someone overwrote it. Wait, longer each time in a row.
+                    delay = min(self.settings.reassert_max, self.settings.reassert_initial * 2**entry.repeats)
+                    remaining = entry.written_at + delay - anyio.current_time()
+                    if remaining > 0:
+                        entry.woken = anyio.Event()
+                        with anyio.move_on_after(remaining):
+                            await entry.woken.wait()
+                        if entry.wanted is not wanted:
+                            continue  # a newer want came meanwhile: decide about that one
+                    repeats = entry.repeats + 1
+                else:
+                    repeats = 0
+                entry.wanted = None
+                if await self._write(wanted, entry):
+                    entry.written = wanted.owned()
+                    entry.written_at = anyio.current_time()
+                    entry.repeats = repeats
+        finally:
+            entry.busy = False
+            if entry.wanted is None and entry.written is None:
+                self._objects.pop(key, None)
+
+    async def _write(self, wanted: StatusWanted, entry: _Object) -> bool:
+        """Patch until it lands, is no longer needed, or is superseded. True when the object says it."""
+        resource = _resource(wanted)
+        path = resource.path(wanted.namespace, wanted.name, "status")
+        where = f"{wanted.kind} {wanted.namespace}/{wanted.name}"
+        attempt = 0
+        current: StatusWanted | None = wanted
+        while True:
+            if current is None:
+                self.stats.unchanged += 1
+                return True
+            body = _encode(_patch(current))
+            await self._bucket.acquire()
+            try:
+                async with self._requests:
+                    await self.client.request(
+                        "PATCH",
+                        path,
+                        body=body,
+                        content_type="application/merge-patch+json",
+                        timeout=self.settings.request_timeout,
+                    )
+            except ApiError as exc:
+                if exc.status == 409:
+                    self.stats.conflicts += 1
+                    found, current = await self._reread(resource, wanted, where)
+                    if not found:
+                        return False
+                    continue
+                if exc.status == 404:
+                    self.log(f"{where} is gone; its status is not written")
+                    return False
+                if not exc.retryable:
+                    self.stats.failures += 1
+                    self.log(f"cannot write the status of {where}: {exc}")
+                    return False
+                self.stats.retries += 1
+                delay = backoff(attempt, 0.5, self.settings.retry_max)
+                delay = max(delay, exc.retry_after) if exc.retry_after is not None else delay
+                attempt += 1
+                self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s")
+                await anyio.sleep(delay)
+                if entry.wanted is not None:
+                    return False  # superseded while waiting: the newer one is written instead
+                continue
+            self.stats.writes += 1
+            self.log(f"wrote {where}: {_describe(current)}")
+            return True
+
+    async def _reread(self, resource: Resource, wanted: StatusWanted, where: str) -> tuple[bool, StatusWanted | None]:
+        """Whether the object is still there (not gone, not replaced by another of the same name), and
+        the write it now needs: the wanted status merged into what it says now, or None if it says it."""
+        attempt = 0
+        while True:
+            try:
+                response = await self.client.request(
+                    "GET", resource.path(wanted.namespace, wanted.name), timeout=self.settings.request_timeout
+                )
+                break
+            except ApiError as exc:
+                if exc.status == 404:
+                    return False, None
+                if not exc.retryable:
+                    self.log(f"cannot read {where}: {exc}")
+                    return False, None
+                await anyio.sleep(backoff(attempt, 0.5, self.settings.retry_max))
+                attempt += 1
+        try:
+            obj = resource.object_decoder().decode(response.body)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            self.log(f"cannot read {where}: {exc}")
+            return False, None
+        if not isinstance(obj, DynamoComponentDeployment | DynamoGraphDeployment):
+            return False, None
+        obj.api_version = obj.api_version or wanted.api_version
+        view = status_view(obj)
+        if view.uid != wanted.uid:
+            return False, None
+        return True, wanted_status(view, wanted.condition, wanted.state, self.clock())
+
+
+def _patch(wanted: StatusWanted) -> dict[str, object]:
+    body = wanted.patch()
+    if wanted.resource_version:
+        body["metadata"] = {"resourceVersion": wanted.resource_version}  # the precondition
+    return body
+
+
+def _resource(wanted: StatusWanted) -> Resource:
+    version = wanted.api_version.rpartition("/")[2]
+    dcd, dgd = dynamo_resources(version)
+    return dgd if wanted.kind == dgd.kind else dcd
+
+
+def _describe(wanted: StatusWanted) -> str:
+    c = wanted.condition
+    state = f"state={wanted.state} " if wanted.state is not None else ""
+    return f"{state}{c.type}={c.status} {c.reason}"
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,211 @@
+"""The connection to the API server: where it is, who we are, and requests that return bytes.
+
+kubernetes-asyncio resolves the kubeconfig or the in-cluster service account (contexts, exec plugins,
+token refresh, client certificates, TLS) and owns the aiohttp session; nothing here uses its models.
+Bodies go out and come back as bytes, for msgspec to encode and decode: the hot path never builds a
+generated model object. The status patcher (sinks/) writes through the same client.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+class ConfigError(Exception):
+    """No usable kubeconfig or in-cluster configuration; the message says what is wrong."""
+
+
+class ApiError(Exception):
+    """The API server answered with an error status (or could not be reached: status 0)."""
+
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        """Worth another try later: unreachable, throttled, or the server's own trouble."""
+        return self.status == 0 or self.status == 429 or self.status >= 500
+
+
+class _Status(msgspec.Struct):
+    reason: str = ""
+    message: str = ""
+
+
+_decode_status = msgspec.json.Decoder(_Status).decode
+
+
+@dataclass
+class Response:
+    status: int
+    body: bytes
+
+
+def backoff(attempt: int, initial: float = 0.5, ceiling: float = 30.0) -> float:
+    """Exponential backoff with full jitter: many watchers restarting at once do not retry in step."""
+    return random.uniform(0, min(ceiling, initial * 2**attempt))
+
+
+class KubeClient:
+    """One API server, its credentials, and an aiohttp session with its TLS settings."""
+
+    def __init__(self, api: Any, namespace: str, source: str) -> None:
+        self._api = api  # kubernetes_asyncio.client.ApiClient
+        self._config = api.configuration
+        self.server: str = self._config.host.rstrip("/")
+        self.default_namespace = namespace
+        self.source = source  # where the configuration came from, for messages
+
+    @classmethod
+    async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
+        """kubectl's order: --kubeconfig, $KUBECONFIG, the in-cluster service account, ~/.kube/config."""
+        from kubernetes_asyncio import client, config
+        from kubernetes_asyncio.config.config_exception import ConfigException
+
+        configuration = client.Configuration()
+        path = kubeconfig or os.environ.get("KUBECONFIG")
+        in_cluster = (
+            path is None
+            and context is None
+            and "KUBERNETES_SERVICE_HOST" in os.environ
+            and (SERVICE_ACCOUNT / "token").exists()
+        )
+        namespace = "default"
+        try:
+            if in_cluster:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+                source = "in-cluster service account"
+                namespace_file = SERVICE_ACCOUNT / "namespace"
+                if namespace_file.exists():
+                    namespace = namespace_file.read_text().strip() or namespace
+            else:
+                path = path or DEFAULT_KUBECONFIG
+                files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]
+                if not files:
+                    raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
+                loader = await config.load_kube_config(
+                    config_file=path, context=context, client_configuration=configuration, persist_config=False
+                )
+                current = loader.current_context or {}
+                namespace = (current.get("context") or {}).get("namespace") or namespace
+                source = f"kubeconfig {path}" + (f", context {context}" if context else "")
+        except ConfigError:
+            raise
+        except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
+            where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
+            detail = str(exc) or type(exc).__name__
+            if context is not None and isinstance(exc, AssertionError | KeyError | AttributeError):
+                detail = f"no context named {context!r}"
+            raise ConfigError(f"{where}: {detail}") from None
+        return cls(client.ApiClient(configuration), namespace, source)
+
+    async def close(self) -> None:
+        await self._api.close()
+
+    async def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "crashwatch"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        await self._api.update_params_for_auth(headers, [], ["BearerToken"])
+        return headers
+
+    @asynccontextmanager
+    async def _open(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None,
+        body: bytes | None,
+        content_type: str | None,
+        timeout: aiohttp.ClientTimeout,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        rest = self._api.rest_client
+        extra: dict[str, Any] = {}
+        if rest.proxy:
+            extra["proxy"] = rest.proxy
+        if rest.server_hostname:
+            extra["server_hostname"] = rest.server_hostname
+        try:
+            response = await rest.pool_manager.request(
+                method,
+                self.server + path,
+                params=query,
+                data=body,
+                headers=await self._headers(content_type),
+                timeout=timeout,
+                **extra,
+            )
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise ApiError(0, "", f"cannot reach {self.server}: {_describe(exc)}") from None
+        try:
+            if response.status >= 400:
+                raise await _error(response)
+            yield response
+        finally:
+            response.release()  # back to the pool when read to the end; a watch cut short is closed
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float = 30.0,
+    ) -> Response:
+        """One request, its whole answer read; raises ApiError for an error status or no answer."""
+        async with self._open(method, path, query, body, content_type, aiohttp.ClientTimeout(total=timeout)) as resp:
+            try:
+                data = await resp.read()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise ApiError(0, "", f"reading {path}: {_describe(exc)}") from None
+            return Response(resp.status, data)
+
+    @asynccontextmanager
+    async def stream(
+        self, path: str, query: Mapping[str, str], connect_timeout: float = 30.0
+    ) -> AsyncIterator[aiohttp.StreamReader]:
+        """A long response (a watch), read as it comes; the caller bounds each read (a stuck stream)."""
+        timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout, sock_connect=connect_timeout)
+        async with self._open("GET", path, query, None, None, timeout) as response:
+            yield response.content
+
+
+async def _error(response: aiohttp.ClientResponse) -> ApiError:
+    try:
+        body = await response.read()
+        status = _decode_status(body)
+        reason, message = status.reason, status.message or body[:200].decode(errors="replace")
+    except (aiohttp.ClientError, TimeoutError, OSError, msgspec.DecodeError, msgspec.ValidationError):
+        reason, message = response.reason or "", ""
+    retry_after = None
+    header = response.headers.get("Retry-After")
+    if header:
+        try:
+            retry_after = max(0.0, float(header))
+        except ValueError:
+            retry_after = None
+    return ApiError(response.status, reason or (response.reason or ""), message.strip(), retry_after)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, TimeoutError):
+        return "timed out"
+    text = str(exc)
+    return text or type(exc).__name__

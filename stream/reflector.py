@@ -1,0 +1,316 @@
+"""List then watch one resource in one scope, as client-go's reflector does, into `WatchEvent`s.
+
+A LIST in pages gives the state and a resourceVersion; a WATCH from there (with bookmarks) gives every
+change after it, each line decoded by the same msgspec decoder as a replayed log. A watch the server ends
+(its timeout) or that drops is resumed from the last resourceVersion seen, bookmarks included. When that
+history is gone (410 Gone, as an HTTP status or an ERROR event), the resource is listed again and the
+difference to what was known is handed on as events: DELETED for objects that went away meanwhile,
+MODIFIED for those that changed, ADDED for new ones, so the stages downstream converge without a gap and
+without a repeat. Errors are retried with jittered exponential backoff, honouring Retry-After; a watch
+that stays silent longer than `idle_timeout` (bookmarks arrive about once a minute) is taken for stuck
+and resumed. Forbidden and not-found end the reflector: retrying cannot fix them.
+"""
+
+from __future__ import annotations
+
+import datetime
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import msgspec
+
+from stream.client import ApiError, KubeClient, backoff
+from stream.decode import decode_event
+from stream.events import EventType, WatchEvent
+from stream.objects import KubeObject, Status
+from stream.resources import Resource
+
+Emit = Callable[[list[WatchEvent]], Awaitable[None]]
+# a record line for the recorder: the event as received (or synthesized), with its arrival time
+Tap = Callable[[bytes], None]
+Log = Callable[[str], None]
+
+
+@dataclass
+class WatchSettings:
+    page_size: int = 500
+    request_timeout: float = 30.0
+    idle_timeout: float = 90.0  # no byte for this long: the watch is stuck
+    min_watch_seconds: int = 240  # the server ends each watch after a random time in this range
+    max_watch_seconds: int = 360
+    initial_backoff: float = 0.5
+    max_backoff: float = 30.0
+
+
+class Gone(Exception):
+    """The resourceVersion to resume from is older than the server keeps: list again."""
+
+
+class Fatal(Exception):
+    """An error that retrying cannot fix (forbidden, not served); the message names the resource."""
+
+    def __init__(self, message: str, forbidden: bool = False) -> None:
+        super().__init__(message)
+        self.forbidden = forbidden
+
+
+class _Retry(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def now_rfc3339() -> str:
+    """Arrival time, UTC, to the millisecond: what live events and records carry as `time`."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_encode = msgspec.json.Encoder().encode
+
+
+class Reflector:
+    """One resource in one namespace (or all): runs until cancelled, or raises Fatal."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        resource: Resource,
+        namespace: str | None,
+        emit: Emit,
+        settings: WatchSettings | None = None,
+        log: Log | None = None,
+        tap: Tap | None = None,
+        clock: Callable[[], str] = now_rfc3339,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.namespace = namespace
+        self.emit = emit
+        self.settings = settings or WatchSettings()
+        self.log = log or (lambda message: None)
+        self.tap = tap
+        self.clock = clock
+        self.resource_version = ""
+        # what is known of each object: enough to tell, after a relist, what went away or changed
+        self.known: dict[tuple[str, str], tuple[str, str]] = {}
+        self.lists = 0  # how many LISTs completed (the first, then one per 410)
+        self.watches = 0  # how many WATCH requests were opened
+        self.where = resource.describe(namespace)
+
+    async def run(self, listed: Callable[[], Awaitable[None]] | None = None) -> None:
+        """List, tell `listed` (once, after the listed objects were emitted), then watch for ever."""
+        await self._retrying(self._relist)
+        if listed is not None:
+            await listed()
+        failures = 0
+        while True:
+            try:
+                received = await self._watch()
+            except Gone:
+                self.log(f"{self.where}: resourceVersion {self.resource_version} is gone, listing again")
+                await self._retrying(self._relist)
+                failures = 0
+                continue
+            except _Retry as exc:
+                delay = self._delay(failures, exc.retry_after)
+                failures += 1
+                self.log(f"watch {self.where}: {exc}; resuming in {delay:.1f}s")
+                await anyio.sleep(delay)
+                continue
+            if received:
+                failures = 0
+
+    def _delay(self, failures: int, retry_after: float | None) -> float:
+        delay = backoff(failures, self.settings.initial_backoff, self.settings.max_backoff)
+        return max(delay, retry_after) if retry_after is not None else delay
+
+    async def _retrying(self, action: Callable[[], Awaitable[None]]) -> None:
+        failures = 0
+        while True:
+            try:
+                await action()
+                return
+            except _Retry as exc:
+                delay = self._delay(failures, exc.retry_after)
+                failures += 1
+                self.log(f"list {self.where}: {exc}; retrying in {delay:.1f}s")
+                await anyio.sleep(delay)
+
+    def _check(self, exc: ApiError) -> None:
+        """Map an API error to what the reflector does about it."""
+        if exc.status == 410:
+            raise Gone() from None
+        if exc.retryable:
+            raise _Retry(str(exc), exc.retry_after) from None
+        if exc.status in (401, 403):
+            raise Fatal(f"not allowed to list and watch {self.where}: {exc.message or exc.reason}", True) from None
+        if exc.status == 404:
+            raise Fatal(f"{self.where}: not served by this cluster ({exc.message or exc.reason})") from None
+        raise _Retry(str(exc)) from None
+
+    def _query(self) -> dict[str, str]:
+        query = {}
+        if self.resource.label_selector:
+            query["labelSelector"] = self.resource.label_selector
+        return query
+
+    # --- LIST ---------------------------------------------------------------------------------------
+
+    async def _list(self) -> tuple[list[tuple[KubeObject, bytes | None]], str]:
+        """Every object, page by page, and the List's resourceVersion; an expired continue token
+        starts the list over."""
+        decoder = self.resource.page_decoder(raw=self.tap is not None)
+        object_decoder = self.resource.object_decoder() if self.tap is not None else None
+        path = self.resource.path(self.namespace)
+        while True:
+            items: list[tuple[KubeObject, bytes | None]] = []
+            query = {**self._query(), "limit": str(self.settings.page_size)}
+            version = ""
+            try:
+                while True:
+                    response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
+                    try:
+                        page = decoder.decode(response.body)
+                        if object_decoder is not None:
+                            items += [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
+                        else:
+                            items += [(obj, None) for obj in page.items]
+                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                        raise _Retry(f"unreadable List page: {exc}") from None
+                    version = version or page.metadata.resource_version
+                    if not page.metadata.continue_:
+                        return items, version
+                    query["continue"] = page.metadata.continue_
+            except ApiError as exc:
+                try:
+                    self._check(exc)
+                except Gone:
+                    continue  # the continue token expired: from the start
+
+    async def _relist(self) -> None:
+        """List, and hand on the difference to what was known as events."""
+        items, version = await self._list()
+        time = self.clock()
+        events: list[WatchEvent] = []
+        records: list[bytes] = []
+        fresh: dict[tuple[str, str], tuple[str, str]] = {}
+        for obj, _ in items:
+            meta = obj.metadata  # type: ignore[union-attr]
+            key = (meta.namespace, meta.name)
+            fresh[key] = (meta.uid, meta.resource_version)
+        for key, (uid, _) in self.known.items():
+            current = fresh.get(key)
+            if current is None or current[0] != uid:
+                tombstone = self.resource.tombstone(key[0], key[1], uid)
+                events.append(WatchEvent("DELETED", tombstone, time))
+                if self.tap is not None:
+                    records.append(_encode(events[-1]))
+        for obj, raw in items:
+            meta = obj.metadata  # type: ignore[union-attr]
+            previous = self.known.get((meta.namespace, meta.name))
+            kind: EventType
+            if previous is None or previous[0] != meta.uid:
+                kind = "ADDED"
+            elif previous[1] != meta.resource_version:
+                kind = "MODIFIED"
+            else:
+                continue
+            events.append(WatchEvent(kind, obj, time))
+            if self.tap is not None and raw is not None:
+                records.append(self._record_item(kind, raw, time))
+        self.known = fresh
+        self.resource_version = version
+        self.lists += 1
+        for record in records:
+            self.tap(record)  # type: ignore[misc]
+        if events:
+            await self.emit(events)
+
+    def _record_item(self, kind: str, raw: bytes, time: str) -> bytes:
+        """A List item as a watch event line: the item lacks `kind` and `apiVersion`, so they go first."""
+        head = _encode({"kind": self.resource.kind, "apiVersion": self.resource.api_version})
+        body = raw.strip()
+        obj = head[:-1] + b"," + body[1:] if body not in (b"{}", b"") else head
+        return b'{"type":"' + kind.encode() + b'","object":' + obj + b',"time":"' + time.encode() + b'"}'
+
+    # --- WATCH --------------------------------------------------------------------------------------
+
+    async def _watch(self) -> bool:
+        """One WATCH request until the server ends it; True if any event came."""
+        settings = self.settings
+        query = {
+            **self._query(),
+            "watch": "1",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": self.resource_version,
+            "timeoutSeconds": str(random.randint(settings.min_watch_seconds, settings.max_watch_seconds)),
+        }
+        received = False
+        self.watches += 1
+        try:
+            async with self.client.stream(self.resource.path(self.namespace), query) as content:
+                rest = b""
+                while True:
+                    chunk = b""
+                    with anyio.move_on_after(settings.idle_timeout) as idle:
+                        chunk = await content.readany()
+                    if idle.cancelled_caught:
+                        raise _Retry(f"nothing received for {settings.idle_timeout:g}s, the watch looks stuck")
+                    if not chunk:
+                        return received  # the server ended the watch
+                    data = rest + chunk if rest else chunk
+                    lines = data.split(b"\n")
+                    rest = lines.pop()
+                    if lines:
+                        received = await self._take(lines) or received
+        except ApiError as exc:
+            self._check(exc)
+        except (OSError, TimeoutError) as exc:
+            raise _Retry(f"connection lost: {exc or type(exc).__name__}") from None
+        except Exception as exc:  # aiohttp's payload errors, a reset mid-chunk
+            if type(exc).__module__.startswith("aiohttp"):
+                raise _Retry(f"connection lost: {exc or type(exc).__name__}") from None
+            raise
+        return received
+
+    async def _take(self, lines: list[bytes]) -> bool:
+        time = self.clock()
+        events: list[WatchEvent] = []
+        known = self.known
+        try:
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    event = decode_event(line)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise _Retry(f"unreadable watch event ({exc}): {line[:120]!r}") from None
+                obj = event.object
+                if event.type == "ERROR" or isinstance(obj, Status):
+                    status = obj if isinstance(obj, Status) else Status()
+                    if status.code == 410:
+                        raise Gone()
+                    raise _Retry(f"the server sent an error: {status.code} {status.reason}: {status.message}")
+                meta = obj.metadata
+                if event.type == "BOOKMARK":
+                    self.resource_version = meta.resource_version or self.resource_version
+                    continue
+                key = (meta.namespace, meta.name)
+                if event.type == "DELETED":
+                    known.pop(key, None)
+                else:
+                    known[key] = (meta.uid, meta.resource_version)
+                self.resource_version = meta.resource_version or self.resource_version
+                event.time = time
+                events.append(event)
+                if self.tap is not None:
+                    self.tap(line.rstrip()[:-1] + b',"time":"' + time.encode() + b'"}')
+        except (Gone, _Retry):
+            if events:  # what came before the trouble is good: hand it on first
+                await self.emit(events)
+            raise
+        if events:
+            await self.emit(events)
+        return bool(events)
