@@ -157,8 +157,11 @@ class KubeClient:
             if response.status >= 400:
                 raise await _error(response)
             yield response
-        finally:
-            response.release()  # back to the pool when read to the end; a watch cut short is closed
+        except BaseException:
+            response.close()  # a watch given up on (stuck, cancelled) must not linger in the pool
+            raise
+        else:
+            response.release()  # back to the pool for the next request
 
     async def request(
         self,

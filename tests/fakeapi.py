@@ -1,0 +1,373 @@
+"""A small fake Kubernetes API server for injecting faults a real one cannot be made to show on demand.
+
+It keeps objects per resource with a global resourceVersion and a history of changes, and serves LIST
+(with limit/continue), WATCH (from a resourceVersion, with bookmarks on request, 410 for a compacted
+one), GET and merge-PATCH of the status subresource with resourceVersion preconditions, as the real API
+server does. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
+malformed line, a stream that goes silent, an ERROR event with 410. Every request is logged, with the
+time it came, for the tests to assert on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+RESOURCES = {
+    ("", "pods"): "Pod",
+    ("apps", "deployments"): "Deployment",
+    ("nvidia.com", "dynamocomponentdeployments"): "DynamoComponentDeployment",
+    ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
+}
+
+
+@dataclass
+class Fault:
+    """What one request gets instead of the normal answer.
+
+    kind: "status" (an HTTP error), "cut" (a watch that sends `after` events then drops the connection),
+    "garbage" (a watch that sends `after` events then a malformed line), "silent" (a watch that sends
+    `after` events then nothing, connection open), "gone" (a watch that sends an ERROR 410 event),
+    "delay" (answer normally after `seconds`).
+    """
+
+    kind: str
+    status: int = 500
+    headers: dict[str, str] = field(default_factory=dict)
+    after: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class Request:
+    at: float
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any = None
+
+
+class FakeApi:
+    def __init__(self) -> None:
+        self.version = 100
+        self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {p: {} for _, p in RESOURCES}
+        self.history: dict[str, list[tuple[int, str, dict[str, Any]]]] = {p: [] for _, p in RESOURCES}
+        self.compacted = 0  # watches from before this resourceVersion get 410
+        self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get"
+        self.requests: list[Request] = []
+        self.serve_dynamo = True
+        self.bookmark_every: float | None = None
+        self._changed = asyncio.Condition()
+        self._watching: set[Any] = set()  # the transports of open watches
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # --- state, as a test changes it -----------------------------------------------------------------
+
+    def _next(self) -> str:
+        self.version += 1
+        return str(self.version)
+
+    def put(self, plural: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or replace an object (a new resourceVersion), recorded in the watch history."""
+        obj = copy.deepcopy(obj)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "ns")
+        meta.setdefault("uid", f"uid-{meta['name']}")
+        meta["resourceVersion"] = self._next()
+        key = (meta["namespace"], meta["name"])
+        kind = "MODIFIED" if key in self.objects[plural] else "ADDED"
+        self.objects[plural][key] = obj
+        self.history[plural].append((self.version, kind, copy.deepcopy(obj)))
+        self._notify()
+        return obj
+
+    def delete(self, plural: str, namespace: str, name: str) -> None:
+        obj = self.objects[plural].pop((namespace, name))
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = self._next()
+        self.history[plural].append((self.version, "DELETED", obj))
+        self._notify()
+
+    def compact(self) -> None:
+        """Forget the history: watches from an older resourceVersion now get 410 Gone."""
+        self.compacted = self.version
+        for plural in self.history:
+            self.history[plural] = []
+
+    def disconnect(self) -> None:
+        """Drop every open watch connection, as a restarting server or a network blip does."""
+        for transport in list(self._watching):
+            transport.abort()
+        self._watching.clear()
+
+    def fault(self, key: str, *faults: Fault) -> None:
+        self.faults.setdefault(key, []).extend(faults)
+
+    def requests_of(self, method: str, plural: str, watch: bool | None = None) -> list[Request]:
+        out = []
+        for r in self.requests:
+            if r.method != method or not r.path.rstrip("/").split("/")[-1].startswith(plural):
+                continue
+            if watch is not None and (r.query.get("watch") == "1") != watch:
+                continue
+            out.append(r)
+        return out
+
+    def _notify(self) -> None:
+        async def wake() -> None:
+            async with self._changed:
+                self._changed.notify_all()
+
+        try:
+            asyncio.get_running_loop().create_task(wake())
+        except RuntimeError:
+            pass
+
+    def _take_fault(self, key: str) -> Fault | None:
+        queue = self.faults.get(key)
+        return queue.pop(0) if queue else None
+
+    # --- serving -------------------------------------------------------------------------------------
+
+    async def start(self) -> FakeApi:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def kubeconfig(self, folder: Path, namespace: str = "ns") -> Path:
+        path = folder / "kubeconfig"
+        path.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "fake",
+                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "users": [{"name": "u", "user": {"token": "secret"}}],
+                    "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u", "namespace": namespace}}],
+                }
+            )
+        )
+        return path
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json() if request.can_read_body else None
+        self.requests.append(Request(time.monotonic(), request.method, request.path, dict(request.query), body))
+        parts = [p for p in request.path.split("/") if p]
+        if parts[:3] == ["apis", "nvidia.com", "v1beta1"] and len(parts) == 3:
+            if not self.serve_dynamo:
+                return _status(404, "NotFound", "the server could not find the requested resource")
+            return web.json_response(
+                {"resources": [{"name": "dynamocomponentdeployments"}, {"name": "dynamographdeployments"}]}
+            )
+        if parts[:2] == ["apis", "nvidia.com"] and len(parts) == 3:
+            return _status(404, "NotFound", "not served")
+        group = "" if parts[0] == "api" else parts[1]
+        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        namespace = None
+        if rest[:1] == ["namespaces"]:
+            namespace, rest = rest[1], rest[2:]
+        plural = rest[0]
+        if (group, plural) not in RESOURCES:
+            return _status(404, "NotFound", f"no resource {plural}")
+        name = rest[1] if len(rest) > 1 else None
+        if request.method == "GET" and name is None:
+            if request.query.get("watch") == "1":
+                return await self._watch(request, plural, namespace)
+            return await self._list(request, group, plural, namespace)
+        if request.method == "GET":
+            return await self._get(plural, namespace or "", name or "")
+        if request.method == "PATCH":
+            return await self._patch(plural, namespace or "", name or "", body)
+        return _status(405, "MethodNotAllowed", request.method)
+
+    def _selected(self, obj: dict[str, Any], namespace: str | None, selector: str | None) -> bool:
+        meta = obj["metadata"]
+        if namespace is not None and meta.get("namespace") != namespace:
+            return False
+        labels = meta.get("labels") or {}
+        return all(term in labels for term in (selector or "").split(",") if term)
+
+    async def _list(self, request: web.Request, group: str, plural: str, namespace: str | None) -> web.StreamResponse:
+        fault = self._take_fault(f"list {plural}")
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Fault", "injected", fault.headers)
+        selector = request.query.get("labelSelector")
+        items = [o for k, o in sorted(self.objects[plural].items()) if self._selected(o, namespace, selector)]
+        limit = int(request.query.get("limit", "0") or 0)
+        start = int(request.query.get("continue", "0") or 0)
+        page = items[start : start + limit] if limit else items[start:]
+        more = limit and start + limit < len(items)
+        kind = RESOURCES[(group, plural)]
+        stripped = []
+        for item in page:
+            item = copy.deepcopy(item)
+            item.pop("kind", None)  # as the API server: List items carry no kind
+            item.pop("apiVersion", None)
+            stripped.append(item)
+        return web.json_response(
+            {
+                "kind": f"{kind}List",
+                "apiVersion": "v1",
+                "metadata": {
+                    "resourceVersion": str(self.version),
+                    **({"continue": str(start + limit)} if more else {}),
+                },
+                "items": stripped,
+            }
+        )
+
+    async def _watch(self, request: web.Request, plural: str, namespace: str | None) -> web.StreamResponse:
+        fault = self._take_fault(f"watch {plural}")
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Fault", "injected", fault.headers)
+        if fault is not None and fault.kind == "delay":
+            await asyncio.sleep(fault.seconds)
+        since = int(request.query.get("resourceVersion") or self.version)
+        selector = request.query.get("labelSelector")
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        if request.transport is not None:
+            self._watching.add(request.transport)
+        if fault is not None and fault.kind == "gone" or since < self.compacted:
+            error = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": "Expired",
+                "code": 410,
+                "message": f"too old resource version: {since} ({self.compacted})",
+            }
+            await response.write(json.dumps({"type": "ERROR", "object": error}).encode() + b"\n")
+            return response
+        sent = 0
+        deadline = time.monotonic() + float(request.query.get("timeoutSeconds", "300"))
+        last_bookmark = time.monotonic()
+        while time.monotonic() < deadline:
+            pending = [(v, k, o) for v, k, o in self.history[plural] if v > since]
+            for version, kind, obj in pending:
+                since = version
+                if not self._selected(obj, namespace, selector):
+                    continue
+                if fault is not None and sent >= fault.after:
+                    return await self._misbehave(request, response, fault)
+                await response.write(json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                sent += 1
+            if fault is not None and sent >= fault.after and fault.kind in ("cut", "garbage", "silent"):
+                return await self._misbehave(request, response, fault)
+            if self.bookmark_every is not None and time.monotonic() - last_bookmark >= self.bookmark_every:
+                kind = RESOURCES[next(k for k in RESOURCES if k[1] == plural)]
+                bookmark = {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": str(self.version)}}
+                await response.write(json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n")
+                since = max(since, self.version)
+                last_bookmark = time.monotonic()
+            async with self._changed:
+                try:
+                    await asyncio.wait_for(self._changed.wait(), 0.05)
+                except TimeoutError:
+                    pass
+        return response
+
+    async def _misbehave(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:
+        if fault.kind == "garbage":
+            await response.write(b'{"type": "MODIFIED", "object": {"kind": "Pod", "metadata": \n')
+            await asyncio.sleep(30)
+        elif fault.kind == "silent":
+            await asyncio.sleep(3600)
+        elif fault.kind == "cut":
+            transport = request.transport
+            if transport is not None:
+                transport.abort()
+        return response
+
+    async def _get(self, plural: str, namespace: str, name: str) -> web.StreamResponse:
+        fault = self._take_fault("get")
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Fault", "injected", fault.headers)
+        obj = self.objects[plural].get((namespace, name))
+        if obj is None:
+            return _status(404, "NotFound", f"{plural} {name} not found")
+        return web.json_response(obj)
+
+    async def _patch(self, plural: str, namespace: str, name: str, body: Any) -> web.StreamResponse:
+        fault = self._take_fault("patch")
+        if fault is not None and fault.kind == "delay":
+            await asyncio.sleep(fault.seconds)
+        elif fault is not None and fault.kind == "status":
+            return _status(fault.status, "Fault", "injected", fault.headers)
+        obj = self.objects[plural].get((namespace, name))
+        if obj is None:
+            return _status(404, "NotFound", f"{plural} {name} not found")
+        wanted = (body.get("metadata") or {}).get("resourceVersion")
+        if wanted is not None and wanted != obj["metadata"]["resourceVersion"]:
+            return _status(
+                409, "Conflict", "the object has been modified; please apply your changes to the latest version"
+            )
+        updated = copy.deepcopy(obj)
+        for key, value in (body.get("status") or {}).items():
+            updated.setdefault("status", {})[key] = value
+        return web.json_response(self.put(plural, updated))
+
+
+def _status(code: int, reason: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "message": message,
+        "code": code,
+    }
+    return web.json_response(body, status=code, headers=headers or {})
+
+
+def pod(name: str, namespace: str = "ns", graph: str = "g", component: str = "worker", **status: Any) -> dict[str, Any]:
+    labels = {"nvidia.com/dynamo-graph-deployment-name": graph, "nvidia.com/dynamo-component": component}
+    return {
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "status": status or {"phase": "Running"},
+    }
+
+
+def crashing(name: str, restarts: int = 2, **kw: Any) -> dict[str, Any]:
+    container = {
+        "name": "main",
+        "restartCount": restarts,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+    }
+    return pod(
+        name, phase="Running", conditions=[{"type": "Ready", "status": "False"}], containerStatuses=[container], **kw
+    )
+
+
+def healthy(name: str, **kw: Any) -> dict[str, Any]:
+    container = {"name": "main", "restartCount": 0, "state": {"running": {}}}
+    return pod(
+        name, phase="Running", conditions=[{"type": "Ready", "status": "True"}], containerStatuses=[container], **kw
+    )
+
+
+Clock = Callable[[], float]

@@ -1,0 +1,240 @@
+"""The reflector against an API server that misbehaves on demand: the same client code as in a cluster.
+
+Each test runs a real `KubeClient` (kubeconfig, kubernetes-asyncio, aiohttp) against tests/fakeapi.py
+and asserts on the events handed on and on the requests the server saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from fakeapi import Fault, FakeApi, crashing, healthy, pod
+
+from stream.client import KubeClient
+from stream.events import WatchEvent
+from stream.reflector import Fatal, Reflector, WatchSettings
+from stream.resources import PODS
+
+pytestmark = pytest.mark.anyio
+
+FAST = WatchSettings(page_size=500, idle_timeout=5, initial_backoff=0.05, max_backoff=0.2)
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.events: list[WatchEvent] = []
+
+    async def emit(self, events: list[WatchEvent]) -> None:
+        self.events += events
+
+    def seen(self) -> list[tuple[str, str, str]]:
+        """(type, name, resourceVersion) of each event, in order."""
+        return [(e.type, e.object.metadata.name, e.object.metadata.resource_version) for e in self.events]  # type: ignore[union-attr]
+
+    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:
+        with anyio.fail_after(timeout):
+            while not predicate():
+                await anyio.sleep(0.01)
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    fake = await FakeApi().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def client(api: FakeApi, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+async def reflect(client: KubeClient, collector: Collector, settings: WatchSettings = FAST, **kw: Any) -> Reflector:
+    return Reflector(client, PODS, None, collector.emit, settings, **kw)
+
+
+async def test_a_list_in_pages_then_a_watch_from_its_resource_version(api: FakeApi, client: KubeClient) -> None:
+    for i in range(1203):
+        api.put("pods", healthy(f"p-{i:04d}"))
+    api.put("pods", {"kind": "Pod", "metadata": {"name": "unlabelled"}})  # the selector leaves it out
+    listed_at = api.version
+    out = Collector()
+    reflector = await reflect(client, out)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(out.events) == 1203)
+        api.put("pods", crashing("p-0007"))
+        await out.wait_for(lambda: len(out.events) == 1204)
+        tg.cancel_scope.cancel()
+    lists = api.requests_of("GET", "pods", watch=False)
+    assert [r.query.get("continue") for r in lists] == [None, "500", "1000"]
+    assert all(r.query["labelSelector"] == PODS.label_selector and r.query["limit"] == "500" for r in lists)
+    watch = api.requests_of("GET", "pods", watch=True)[0].query
+    assert watch["resourceVersion"] == str(listed_at) and watch["allowWatchBookmarks"] == "true"
+    assert {e.type for e in out.events[:1203]} == {"ADDED"}
+    assert out.seen()[-1] == ("MODIFIED", "p-0007", str(api.version))
+    assert all(e.time is not None for e in out.events)
+
+
+async def test_a_dropped_watch_resumes_from_the_last_event_without_loss_or_repeat(
+    api: FakeApi, client: KubeClient
+) -> None:
+    api.put("pods", healthy("a"))
+    out = Collector()
+    api.fault("watch pods", Fault("cut", after=2))
+    reflector = await reflect(client, out)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(out.events) == 1)
+        for restarts in range(1, 6):
+            api.put("pods", crashing("a", restarts=restarts))
+        await out.wait_for(lambda: len(out.events) == 6)
+        await anyio.sleep(0.2)
+        tg.cancel_scope.cancel()
+    versions = [int(v) for _, _, v in out.seen()]
+    assert versions == sorted(set(versions))  # every change once, in order
+    watches = api.requests_of("GET", "pods", watch=True)
+    assert len(watches) == 2
+    assert watches[1].query["resourceVersion"] == str(versions[2])  # resumed after the 2nd watched event
+    assert len(api.requests_of("GET", "pods", watch=False)) == 1  # no relist
+
+
+async def test_a_malformed_line_is_reported_and_the_watch_resumes(api: FakeApi, client: KubeClient) -> None:
+    logged: list[str] = []
+    out = Collector()
+    api.fault("watch pods", Fault("garbage", after=1))
+    reflector = await reflect(client, out, log=logged.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await anyio.sleep(0.1)
+        api.put("pods", crashing("a", restarts=1))
+        api.put("pods", crashing("a", restarts=2))
+        await out.wait_for(lambda: len(out.events) == 2)
+        tg.cancel_scope.cancel()
+    assert [t for t, _, _ in out.seen()] == ["ADDED", "MODIFIED"]
+    assert any("unreadable watch event" in line for line in logged)
+    assert len(api.requests_of("GET", "pods", watch=True)) == 2
+
+
+@pytest.mark.parametrize("status", [429, 500, 503])
+async def test_throttling_and_server_errors_wait_at_least_retry_after(
+    api: FakeApi, client: KubeClient, status: int
+) -> None:
+    api.put("pods", healthy("a"))
+    api.fault("list pods", Fault("status", status=status, headers={"Retry-After": "1"}))
+    api.fault("watch pods", Fault("status", status=status, headers={"Retry-After": "1"}))
+    out = Collector()
+    reflector = await reflect(client, out)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(api.requests_of("GET", "pods", watch=True)) == 2)
+        tg.cancel_scope.cancel()
+    lists = api.requests_of("GET", "pods", watch=False)
+    watches = api.requests_of("GET", "pods", watch=True)
+    assert len(lists) == 2 and lists[1].at - lists[0].at >= 0.95
+    assert watches[1].at - watches[0].at >= 0.95
+    assert out.seen() == [("ADDED", "a", out.seen()[0][2])]  # the list, once
+
+
+async def test_a_silent_watch_is_taken_for_stuck_and_resumed(api: FakeApi, client: KubeClient) -> None:
+    logged: list[str] = []
+    out = Collector()
+    api.fault("watch pods", Fault("silent"))
+    settings = WatchSettings(idle_timeout=0.5, initial_backoff=0.01, max_backoff=0.05)
+    reflector = await reflect(client, out, settings, log=logged.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await anyio.sleep(0.1)
+        api.put("pods", crashing("a"))  # made while the first watch says nothing
+        await out.wait_for(lambda: len(out.events) == 1)
+        tg.cancel_scope.cancel()
+    watches = api.requests_of("GET", "pods", watch=True)
+    assert len(watches) == 2 and watches[1].at - watches[0].at >= 0.5
+    assert any("looks stuck" in line for line in logged)
+
+
+async def test_bookmarks_move_the_resume_point(api: FakeApi, client: KubeClient) -> None:
+    api.bookmark_every = 0.1
+    out = Collector()
+    reflector = await reflect(client, out)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await anyio.sleep(0.2)
+        api.put("deployments", {"kind": "Deployment", "metadata": {"name": "unrelated"}})  # moves the version
+        await out.wait_for(lambda: reflector.resource_version == str(api.version))
+        tg.cancel_scope.cancel()
+    assert out.events == []  # bookmarks are not events
+
+
+@pytest.mark.parametrize("how", ["event", "status"])
+async def test_gone_relists_and_hands_on_the_difference(api: FakeApi, client: KubeClient, how: str) -> None:
+    for name in ("stays", "changes", "goes", "replaced"):
+        api.put("pods", healthy(name))
+    out = Collector()
+    reflector = await reflect(client, out)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(out.events) == 4)
+        # changes happen, the history is compacted away before the watch saw them, the watch drops:
+        # resuming from its resourceVersion finds it gone (an ERROR event, or an HTTP 410)
+        if how == "status":
+            api.fault("watch pods", Fault("status", status=410))
+        api.put("pods", crashing("changes"))
+        api.delete("pods", "ns", "goes")
+        api.delete("pods", "ns", "replaced")
+        api.put("pods", {**healthy("replaced"), "metadata": {**healthy("replaced")["metadata"], "uid": "uid-new"}})
+        api.put("pods", crashing("new"))
+        api.compact()
+        api.disconnect()
+        await out.wait_for(lambda: reflector.lists == 2 and len(out.events) >= 9, timeout=3)
+        await anyio.sleep(0.2)
+        tg.cancel_scope.cancel()
+    after = out.events[4:]
+    summary = sorted((e.type, e.object.metadata.name, e.object.metadata.uid) for e in after)  # type: ignore[union-attr]
+    assert summary == [
+        ("ADDED", "new", "uid-new"),
+        ("ADDED", "replaced", "uid-new"),
+        ("DELETED", "goes", "uid-goes"),
+        ("DELETED", "replaced", "uid-replaced"),
+        ("MODIFIED", "changes", "uid-changes"),
+    ]
+    deleted = [e for e in after if e.type == "DELETED"]
+    assert out.events.index(deleted[-1]) < out.events.index(next(e for e in after if e.type == "ADDED"))
+
+
+async def test_forbidden_is_fatal_and_says_what(api: FakeApi, client: KubeClient) -> None:
+    api.fault("list pods", Fault("status", status=403))
+    reflector = await reflect(client, Collector())
+    with pytest.raises(Fatal) as caught:
+        await reflector.run()
+    assert caught.value.forbidden
+    assert "not allowed to list and watch pods in all namespaces" in str(caught.value)
+
+
+async def test_an_unreachable_server_is_retried(tmp_path: Path) -> None:
+    fake = await FakeApi().start()
+    config = fake.kubeconfig(tmp_path)
+    await fake.stop()  # nothing listens there now
+    kube = await KubeClient.connect(str(config))
+    logged: list[str] = []
+    try:
+        reflector = Reflector(kube, PODS, None, Collector().emit, FAST, log=logged.append)
+        with anyio.move_on_after(0.5):
+            await reflector.run()
+    finally:
+        await kube.close()
+    assert len(logged) >= 2 and all("cannot reach" in line and "retrying in" in line for line in logged)
+
+
+def test_pods_fixture_shape() -> None:
+    assert pod("x")["metadata"]["labels"]["nvidia.com/dynamo-component"] == "worker"
