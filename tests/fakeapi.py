@@ -11,6 +11,7 @@ time it came, for the tests to assert on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import time
@@ -128,10 +129,8 @@ class FakeApi:
             async with self._changed:
                 self._changed.notify_all()
 
-        try:
+        with contextlib.suppress(RuntimeError):  # no loop: nobody watches
             asyncio.get_running_loop().create_task(wake())
-        except RuntimeError:
-            pass
 
     def _take_fault(self, key: str) -> Fault | None:
         queue = self.faults.get(key)
@@ -249,7 +248,7 @@ class FakeApi:
         await response.prepare(request)
         if request.transport is not None:
             self._watching.add(request.transport)
-        if fault is not None and fault.kind == "gone" or since < self.compacted:
+        if (fault is not None and fault.kind == "gone") or since < self.compacted:
             error = {
                 "kind": "Status",
                 "apiVersion": "v1",
@@ -282,10 +281,8 @@ class FakeApi:
                 since = max(since, self.version)
                 last_bookmark = time.monotonic()
             async with self._changed:
-                try:
+                with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._changed.wait(), 0.05)
-                except TimeoutError:
-                    pass
         return response
 
     async def _misbehave(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:

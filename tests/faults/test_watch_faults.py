@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from fakeapi import Fault, FakeApi, crashing, healthy, pod
+from fakeapi import FakeApi, Fault, crashing, healthy, pod
 
 from stream.client import KubeClient
 from stream.events import WatchEvent
