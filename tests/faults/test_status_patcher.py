@@ -1,0 +1,245 @@
+"""The status patcher against a fake API server: conflicts, throttling, coalescing, rate and backoff."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import msgspec
+import pytest
+from fakeapi import FakeApi, Fault
+
+from pipeline.changes import Output, StatusWanted
+from pipeline.status import wanted_status
+from pipeline.views import status_view
+from sinks.status import PatchSettings, StatusPatcher
+from stream.client import KubeClient
+from stream.objects import Condition, DynamoComponentDeployment
+
+pytestmark = pytest.mark.anyio
+PLURAL = "dynamocomponentdeployments"
+
+
+def dcd(name: str, *conditions: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "kind": "DynamoComponentDeployment",
+        "apiVersion": "nvidia.com/v1beta1",
+        "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}", "generation": 3},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+NOT_READY = {
+    "type": "Available",
+    "status": "False",
+    "reason": "DeploymentNotReady",
+    "message": "not ready",
+    "observedGeneration": 3,
+    "lastTransitionTime": "2026-12-01T00:00:00Z",
+}
+OTHER = {
+    "type": "DynamoComponentReady",
+    "status": "True",
+    "reason": "Ready",
+    "message": "ok",
+    "lastTransitionTime": "2026-11-30T00:00:00Z",
+}
+
+
+def want(api: FakeApi, name: str, message: str) -> StatusWanted:
+    """What the aggregator would want, decided on the object as the fake holds it now."""
+    obj = msgspec.convert(api.objects[PLURAL][("ns", name)], DynamoComponentDeployment)
+    condition = Condition("Available", "False", "ContainerCrashLooping", message, observed_generation=3)
+    wanted = wanted_status(status_view(obj), condition, None, "2026-12-02T10:00:00Z")
+    assert wanted is not None
+    return wanted
+
+
+def available(api: FakeApi, name: str) -> dict[str, Any]:
+    return next(c for c in api.objects[PLURAL][("ns", name)]["status"]["conditions"] if c["type"] == "Available")
+
+
+class Harness:
+    def __init__(self, patcher: StatusPatcher) -> None:
+        self.patcher = patcher
+        self.send, self.receive = anyio.create_memory_object_stream[list[Output]](16)
+
+    async def feed(self, *wanted: StatusWanted) -> None:
+        await self.send.send(list(wanted))
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[FakeApi]:
+    fake = await FakeApi().start()
+    try:
+        yield fake
+    finally:
+        await fake.stop()
+
+
+@pytest.fixture
+async def client(api: FakeApi, tmp_path: Path) -> AsyncIterator[KubeClient]:
+    kube = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
+    try:
+        yield kube
+    finally:
+        await kube.close()
+
+
+async def wait_for(predicate: Any, timeout: float = 10) -> None:
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
+
+
+def patches(api: FakeApi) -> list[Any]:
+    return [r for r in api.requests if r.method == "PATCH"]
+
+
+async def test_a_conflict_rereads_and_keeps_what_another_writer_added(api: FakeApi, client: KubeClient) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY, OTHER))
+    wanted = want(api, "w", "crash")  # decided on the object at this resourceVersion...
+    changed = copy.deepcopy(api.objects[PLURAL][("ns", "w")])
+    changed["status"]["conditions"].append(
+        {
+            "type": "Custom",
+            "status": "True",
+            "reason": "Mine",
+            "message": "m",
+            "lastTransitionTime": "2026-12-01T00:00:00Z",
+        }
+    )
+    api.put(PLURAL, changed)  # ...which another writer moves on before the write lands
+    logged: list[str] = []
+    h = Harness(StatusPatcher(client, log=logged.append))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(wanted)
+        await wait_for(lambda: available(api, "w")["reason"] == "ContainerCrashLooping")
+        await h.send.aclose()
+    sent = patches(api)
+    assert len(sent) == 2
+    assert sent[0].body["metadata"]["resourceVersion"] != sent[1].body["metadata"]["resourceVersion"]
+    conditions = api.objects[PLURAL][("ns", "w")]["status"]["conditions"]
+    assert [c["type"] for c in conditions] == ["Available", "DynamoComponentReady", "Custom"]
+    assert conditions[1] == OTHER and conditions[2]["reason"] == "Mine"
+    assert conditions[0]["lastTransitionTime"] == "2026-12-01T00:00:00Z"  # False before and after
+    assert h.patcher.stats.conflicts == 1 and h.patcher.stats.writes == 1
+
+
+async def test_after_a_conflict_nothing_is_written_if_the_object_already_says_it(
+    api: FakeApi, client: KubeClient
+) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    wanted = want(api, "w", "crash")
+    done = copy.deepcopy(api.objects[PLURAL][("ns", "w")])
+    done["status"]["conditions"] = [msgspec.to_builtins(wanted.condition, str_keys=True)]
+    done["status"]["conditions"][0] = {
+        "type": "Available",
+        "status": "False",
+        "reason": "ContainerCrashLooping",
+        "message": "crash",
+        "observedGeneration": 3,
+        "lastTransitionTime": "2026-12-02T09:00:00Z",
+    }
+    api.put(PLURAL, done)  # someone (a previous crashwatch) already wrote it
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(wanted)
+        await wait_for(lambda: h.patcher.stats.unchanged == 1)
+        await h.send.aclose()
+    assert len(patches(api)) == 1  # the one refused with 409
+    assert available(api, "w")["lastTransitionTime"] == "2026-12-02T09:00:00Z"
+
+
+@pytest.mark.parametrize("status", [429, 500])
+async def test_throttled_or_failed_writes_are_retried_after_retry_after(
+    api: FakeApi, client: KubeClient, status: int
+) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    api.fault("patch", Fault("status", status=status, headers={"Retry-After": "1"}))
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(want(api, "w", "crash"))
+        await wait_for(lambda: available(api, "w")["reason"] == "ContainerCrashLooping")
+        await h.send.aclose()
+    sent = patches(api)
+    assert len(sent) == 2 and sent[1].at - sent[0].at >= 0.95
+
+
+async def test_while_a_write_is_in_flight_only_the_newest_wanted_status_follows(
+    api: FakeApi, client: KubeClient
+) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    api.fault("patch", Fault("delay", seconds=0.5))
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(want(api, "w", "restarted 2 times"))
+        await wait_for(lambda: len(patches(api)) == 1)
+        for restarts in (3, 4, 5):
+            await h.feed(want(api, "w", f"restarted {restarts} times"))
+        await wait_for(lambda: available(api, "w")["message"] == "restarted 5 times")
+        await anyio.sleep(0.2)
+        await h.send.aclose()
+    # restarts 3 and 4 were superseded before their turn; the 5 may need a second try (409: the first
+    # write moved the resourceVersion on which it was decided)
+    sent = [r.body["status"]["conditions"][0]["message"] for r in patches(api)]
+    assert sent[0] == "restarted 2 times" and set(sent[1:]) == {"restarted 5 times"}
+    assert h.patcher.stats.writes == 2
+
+
+async def test_an_overwritten_failure_is_written_again_with_growing_backoff(api: FakeApi, client: KubeClient) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    settings = PatchSettings(reassert_initial=0.3, reassert_max=10)
+    h = Harness(StatusPatcher(client, settings))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        for round_ in range(4):
+            await h.feed(want(api, "w", "crash"))  # the aggregator wants it again after each overwrite
+            await wait_for(lambda: available(api, "w")["reason"] == "ContainerCrashLooping")
+            assert len(patches(api)) == round_ + 1
+            api.put(PLURAL, dcd("w", NOT_READY))  # the other writer puts its verdict back
+        await h.feed(want(api, "w", "crash, and a new restart"))  # something new: no waiting
+        await wait_for(lambda: len(patches(api)) == 5)
+        await h.send.aclose()
+    times = [r.at for r in patches(api)]
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    assert gaps[0] >= 0.28 and gaps[1] >= 0.58 and gaps[2] >= 1.18  # 0.3 s, doubling
+    assert gaps[3] < 0.25
+
+
+async def test_writes_keep_to_the_rate_limit(api: FakeApi, client: KubeClient) -> None:
+    for i in range(8):
+        api.put(PLURAL, dcd(f"w{i}", NOT_READY))
+    h = Harness(StatusPatcher(client, PatchSettings(qps=5, burst=2)))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(*(want(api, f"w{i}", "crash") for i in range(8)))
+        await wait_for(lambda: len(patches(api)) == 8)
+        await h.send.aclose()
+    times = sorted(r.at for r in patches(api))
+    assert times[-1] - times[0] >= (8 - 2) / 5 - 0.05
+
+
+@pytest.mark.parametrize("status,logged_text", [(404, "is gone"), (422, "cannot write the status")])
+async def test_a_gone_or_refused_object_is_not_retried(
+    api: FakeApi, client: KubeClient, status: int, logged_text: str
+) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    api.fault("patch", Fault("status", status=status))
+    logged: list[str] = []
+    h = Harness(StatusPatcher(client, log=logged.append))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(want(api, "w", "crash"))
+        await wait_for(lambda: len(logged) == 1)
+        await anyio.sleep(0.3)
+        await h.send.aclose()
+    assert len(patches(api)) == 1
+    assert logged_text in logged[0]
