@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -209,7 +210,7 @@ async def test_an_overwritten_failure_is_written_again_with_growing_backoff(api:
         await wait_for(lambda: len(patches(api)) == 5)
         await h.send.aclose()
     times = [r.at for r in patches(api)]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert gaps[0] >= 0.28 and gaps[1] >= 0.58 and gaps[2] >= 1.18  # 0.3 s, doubling
     assert gaps[3] < 0.25
 
