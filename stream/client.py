@@ -210,5 +210,7 @@ async def _error(response: aiohttp.ClientResponse) -> ApiError:
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
+    if isinstance(exc, aiohttp.ClientConnectorError):  # say "connection refused", not aiohttp's whole repr
+        return exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
     text = str(exc)
     return text or type(exc).__name__

@@ -124,10 +124,49 @@ def make_certs(folder: Path) -> dict[str, Path]:
     return paths
 
 
+def sign_client_cert(
+    certs: dict[str, Path], folder: Path, user: str, groups: tuple[str, ...] = ()
+) -> tuple[Path, Path]:
+    """A client certificate for `user` in `groups`, signed by the control plane's CA."""
+    ca = x509.load_pem_x509_certificate(certs["ca.crt"].read_bytes())
+    ca_key = serialization.load_pem_private_key(certs["ca.key"].read_bytes(), password=None)
+    key = _key()
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, user)]
+        + [x509.NameAttribute(NameOID.ORGANIZATION_NAME, group) for group in groups]
+    )
+    cert = _cert(subject, key, ca.subject, ca_key)  # type: ignore[arg-type]
+    cert_path, key_path = folder / f"{user}.crt", folder / f"{user}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    return cert_path, key_path
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, namespace: str | None = None) -> Path:
+    context: dict[str, str] = {"cluster": "test", "user": "user"}
+    if namespace:
+        context["namespace"] = namespace
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "crashwatch-test",
+                "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+                "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+                "contexts": [{"name": "crashwatch-test", "context": context}],
+            }
+        )
+    )
+    return path
+
+
 @dataclass
 class ControlPlane:
     bin: Path
     workdir: Path
+    apiserver_args: list[str] = field(default_factory=list)  # extra flags, e.g. --watch-cache=false
+    _apiserver: list[str] = field(default_factory=list)  # the flags it was started with
     url: str = ""
     kubeconfig: Path = Path()
     certs: dict[str, Path] = field(default_factory=dict)
@@ -139,7 +178,7 @@ class ControlPlane:
         return Kube(self.url, self.certs["ca.crt"], self.certs["admin.crt"], self.certs["admin.key"])
 
     def _start(self, name: str, args: list[str]) -> None:
-        log = open(self.workdir / f"{name}.log", "wb")  # noqa: SIM115 - closed in stop()
+        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop(); appended on a restart
         self.processes[name] = subprocess.Popen(
             [str(self.bin / name), *args],
             stdout=log,
@@ -189,49 +228,29 @@ class ControlPlane:
         self._wait("etcd", lambda: _http_ok(f"{self.etcd_url}/health"), 30)
         self.url = f"https://127.0.0.1:{api_port}"
         c = self.certs
-        self._start(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={self.etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={api_port}",
-                f"--tls-cert-file={c['server.crt']}",
-                f"--tls-private-key-file={c['server.key']}",
-                f"--client-ca-file={c['ca.crt']}",
-                f"--service-account-key-file={c['sa.pub']}",
-                f"--service-account-signing-key-file={c['sa.key']}",
-                "--service-account-issuer=https://kubernetes.default.svc",
-                "--authorization-mode=RBAC",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--disable-admission-plugins=ServiceAccount",
-                "--allow-privileged=true",
-                "--profiling=false",
-                "--endpoint-reconciler-type=none",
-                "--v=1",
-            ],
-        )
-        kube = self.kube()
-        self._wait("kube-apiserver", lambda: kube.get_raw("/readyz")[0] == 200, 90)
-        self.kubeconfig = self.workdir / "kubeconfig"
-        self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "crashwatch-test",
-                    "clusters": [
-                        {"name": "test", "cluster": {"server": self.url, "certificate-authority": str(c["ca.crt"])}}
-                    ],
-                    "users": [
-                        {
-                            "name": "admin",
-                            "user": {"client-certificate": str(c["admin.crt"]), "client-key": str(c["admin.key"])},
-                        }
-                    ],
-                    "contexts": [{"name": "crashwatch-test", "context": {"cluster": "test", "user": "admin"}}],
-                }
-            )
+        self._apiserver = [
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--tls-cert-file={c['server.crt']}",
+            f"--tls-private-key-file={c['server.key']}",
+            f"--client-ca-file={c['ca.crt']}",
+            f"--service-account-key-file={c['sa.pub']}",
+            f"--service-account-signing-key-file={c['sa.key']}",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            "--profiling=false",
+            "--endpoint-reconciler-type=none",
+            "--v=1",
+            *self.apiserver_args,
+        ]
+        self.start_apiserver()
+        self.kubeconfig = write_kubeconfig(
+            self.workdir / "kubeconfig", self.url, c["ca.crt"], c["admin.crt"], c["admin.key"]
         )
         self._start(
             "kube-controller-manager",
@@ -251,6 +270,52 @@ class ControlPlane:
         self.install_crds()
         self.started_in = time.monotonic() - began
         return self
+
+    def start_apiserver(self) -> None:
+        self._start("kube-apiserver", self._apiserver)
+        kube = self.kube()
+        self._wait("kube-apiserver", lambda: kube.get_raw("/readyz")[0] == 200, 90)
+
+    def stop_apiserver(self) -> None:
+        """SIGTERM: it stops listening at once, then drains for up to a minute; after 5 s, SIGKILL."""
+        process = self.processes["kube-apiserver"]
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+
+    def restart_apiserver(self) -> None:
+        """Stop kube-apiserver and start it again on the same port, with the same etcd."""
+        self.stop_apiserver()
+        self.start_apiserver()
+
+    def compact_etcd(self) -> int:
+        """Compact etcd up to its current revision (what kube-apiserver does every few minutes), so a
+        watch from any older resourceVersion finds its history gone. Returns that revision."""
+        import base64
+        import json
+        import urllib.request
+
+        def post(path: str, body: dict[str, object]) -> dict[str, object]:
+            request = urllib.request.Request(
+                f"{self.etcd_url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return json.loads(response.read())  # type: ignore[no-any-return]
+
+        header = post("/v3/kv/range", {"key": base64.b64encode(b"\0").decode(), "limit": 1})["header"]
+        revision = int(header["revision"])  # type: ignore[index]
+        post("/v3/kv/compaction", {"revision": revision, "physical": True})
+        return revision
+
+    def user_kubeconfig(self, user: str, groups: tuple[str, ...] = (), server: str | None = None) -> Path:
+        """A kubeconfig for another user (RBAC applies to it), optionally through another address."""
+        cert, key = sign_client_cert(self.certs, self.workdir, user, groups)
+        return write_kubeconfig(
+            self.workdir / f"kubeconfig-{user}", server or self.url, self.certs["ca.crt"], cert, key
+        )
 
     def install_crds(self) -> None:
         kube = self.kube()

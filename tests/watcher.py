@@ -1,0 +1,89 @@
+"""A live `crashwatch` command (run, tail, record) as a subprocess, its output lines collected as they come."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from cli import crashwatch_command
+
+
+class Watcher:
+    def __init__(self, *args: str) -> None:
+        self.args = args
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._lock = threading.Lock()
+        self.process = subprocess.Popen(
+            [*crashwatch_command(), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+        )
+        for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
+            threading.Thread(target=self._pump, args=(stream, lines), daemon=True).start()
+
+    def _pump(self, stream: IO[bytes] | None, lines: list[str]) -> None:
+        assert stream is not None
+        for raw in stream:
+            with self._lock:
+                lines.append(raw.decode().rstrip("\n"))
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float = 30, what: str = "a condition") -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.process.poll() is not None:
+                time.sleep(0.2)  # let the pumps finish
+                if predicate():
+                    return
+                raise AssertionError(f"crashwatch exited with {self.process.returncode}; stderr:\n" + self.stderr())
+            time.sleep(0.05)
+        raise AssertionError(f"{what} not seen in {timeout}s; stdout:\n{self.stdout()}\nstderr:\n{self.stderr()}")
+
+    def wait_synced(self, timeout: float = 30) -> None:
+        self.wait_for(lambda: any("synced in" in line for line in self.snapshot(self.err)), timeout, "synced")
+
+    def wait_line(self, text: str, timeout: float = 30, count: int = 1) -> None:
+        self.wait_for(lambda: sum(text in line for line in self.snapshot(self.out)) >= count, timeout, repr(text))
+
+    def snapshot(self, lines: list[str]) -> list[str]:
+        with self._lock:
+            return list(lines)
+
+    def stdout(self) -> str:
+        return "\n".join(self.snapshot(self.out))
+
+    def stderr(self) -> str:
+        return "\n".join(self.snapshot(self.err))
+
+    def writes(self) -> list[str]:
+        """The status writes it reported on stderr."""
+        return [line for line in self.snapshot(self.err) if line.startswith("crashwatch: wrote ")]
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        time.sleep(0.1)
+        return self.process.returncode
+
+    def __enter__(self) -> Watcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def kubeconfig_args(kubeconfig: Path, *extra: str) -> tuple[str, ...]:
+    return ("--kubeconfig", str(kubeconfig), *extra)
