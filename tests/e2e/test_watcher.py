@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 import uuid
@@ -203,7 +204,7 @@ def test_compaction_past_the_watchers_resource_version_relists_without_lost_or_r
     assert components == [("worker", True), ("worker", False), ("frontend", True)]
     graphs = [tuple(line["components"]) for line in lines if line["kind"] == "graph"]
     assert graphs[0] == ("worker",) and graphs[-1] == ("frontend",)
-    assert all(a != b for a, b in zip(graphs, graphs[1:], strict=False))  # no line repeats its predecessor
+    assert all(a != b for a, b in itertools.pairwise(graphs))  # no line repeats its predecessor
 
 
 def test_a_failure_another_writer_overwrites_is_reasserted_with_growing_backoff(
@@ -224,7 +225,7 @@ def test_a_failure_another_writer_overwrites_is_reasserted_with_growing_backoff(
             wait(lambda: crash_looping(kube, namespace, "llm-worker"), 15, "reasserted")
             seen.append(time.monotonic())
         writes = [line for line in w.writes() if "DynamoComponentDeployment" in line]
-    gaps = [b - a for a, b in zip(seen, seen[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(seen)]
     assert len(writes) == 4  # the first write and one per overwrite: no tight loop
     assert gaps[1] > gaps[0] + 0.5 and gaps[2] > gaps[1] + 1.0  # 1 s, 2 s, 4 s after the last write
 
