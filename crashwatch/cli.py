@@ -177,8 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(run)
     _line_format(run, "-o", "--output")
-    run.add_argument("--qps", type=_positive_float, default=10.0, help="status writes per second (default: 10)")
-    run.add_argument("--burst", type=_positive_int, default=20, help="status writes at once (default: 20)")
+    run.add_argument(
+        "--qps",
+        type=_positive_float,
+        default=50.0,
+        help="status writes per second, sustained (default: 50); writes happen only when a verdict changes",
+    )
+    run.add_argument(
+        "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
+    )
 
     tail = commands.add_parser(
         "tail",

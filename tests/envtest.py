@@ -167,6 +167,8 @@ class ControlPlane:
     workdir: Path
     apiserver_args: list[str] = field(default_factory=list)  # extra flags, e.g. --watch-cache=false
     _apiserver: list[str] = field(default_factory=list)  # the flags it was started with
+    controllers: bool = True  # kube-controller-manager (Deployments making Pods); benchmarks may do without
+    env: dict[str, str] = field(default_factory=dict)  # for the control plane's processes (e.g. GOGC)
     url: str = ""
     kubeconfig: Path = Path()
     certs: dict[str, Path] = field(default_factory=dict)
@@ -185,6 +187,7 @@ class ControlPlane:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, **self.env},
         )
 
     def _log_tail(self, name: str, lines: int = 15) -> str:
@@ -252,6 +255,14 @@ class ControlPlane:
         self.kubeconfig = write_kubeconfig(
             self.workdir / "kubeconfig", self.url, c["ca.crt"], c["admin.crt"], c["admin.key"]
         )
+        if self.controllers:
+            self._start_controllers()
+        self.install_crds()
+        self.started_in = time.monotonic() - began
+        return self
+
+    def _start_controllers(self) -> None:
+        c = self.certs
         self._start(
             "kube-controller-manager",
             [
@@ -267,9 +278,6 @@ class ControlPlane:
                 "--v=1",
             ],
         )
-        self.install_crds()
-        self.started_in = time.monotonic() - began
-        return self
 
     def start_apiserver(self) -> None:
         self._start("kube-apiserver", self._apiserver)

@@ -245,3 +245,21 @@ async def test_a_gone_or_refused_object_is_not_retried(
         await h.send.aclose()
     assert len(patches(api)) == 1
     assert logged_text in logged[0]
+
+
+async def test_a_want_decided_before_our_last_write_came_back_needs_no_reread(api: FakeApi, client: KubeClient) -> None:
+    """The aggregator counts a write as done before its echo arrives, so its next want carries the
+    resourceVersion the write was made on; the patcher sends it with the one the write made."""
+    api.put(PLURAL, dcd("w", NOT_READY))
+    first = want(api, "w", "restarted 2 times")
+    second = want(api, "w", "restarted 3")  # decided on the same observation as the first
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(first)
+        await wait_for(lambda: h.patcher.stats.writes == 1)
+        await h.feed(second)
+        await wait_for(lambda: h.patcher.stats.writes == 2)
+        await h.send.aclose()
+    assert h.patcher.stats.conflicts == 0 and len(patches(api)) == 2
+    assert available(api, "w")["message"] == "restarted 3"

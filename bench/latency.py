@@ -1,0 +1,300 @@
+"""Benchmark of the live watcher (issue 4): how soon a crash loop fails the graph, on a real control plane.
+
+    python -m bench.latency                          # 100 crash loops, 500 unrelated Pod status updates/s
+    python -m bench.latency --loops 10 --load 100    # a quick look
+    python -m bench.latency --load 0                 # no background load
+
+It starts etcd and kube-apiserver (tests/envtest.py, the binaries scripts/build-controlplane makes; no
+kube-controller-manager, which these Deployment-less Pods do not need), then `crashwatch run` as a user
+runs it. A load process (bench/loadgen, in Go and asking for protobuf answers as a kubelet does, so that
+it leaves the API server its CPU) writes status updates of unrelated graph Pods, labelled so that they go
+through the whole pipeline, at the given rate. For each crash loop the clock starts just before the Pod
+status write that completes it (restartCount 2, CrashLoopBackOff after exit 1) and stops when a separate
+watch on the DGD sees `state: failed`; then the Pod becomes Ready and the clock runs again until the DGD
+leaves `failed`. It reports the percentiles, split at the moment crashwatch received the Pod event (the
+`time` of its verdict line), the floor (one write and its echo on a watch, without crashwatch), the load
+the API server actually answered, and the watcher's CPU time and memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import ssl
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+import envtest  # noqa: E402
+from dynamo import dgds, labelled_pod, make_graph  # noqa: E402
+from kube import crash_status, ready_status  # noqa: E402
+from watcher import Watcher  # noqa: E402
+
+NOISE_PODS = 200
+
+
+def ssl_context(certs: dict[str, Path]) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(certs["ca.crt"]))
+    context.load_cert_chain(str(certs["admin.crt"]), str(certs["admin.key"]))
+    return context
+
+
+async def patch_status(session: aiohttp.ClientSession, url: str, status: dict[str, Any]) -> None:
+    async with session.patch(
+        url, data=json.dumps({"status": status}), headers={"Content-Type": "application/merge-patch+json"}
+    ) as response:
+        if response.status >= 400:
+            raise RuntimeError(f"{url}: {response.status} {await response.text()}")
+
+
+def loadgen() -> Path:
+    """The load generator (bench/loadgen, Go's standard library only), built once into .cache/bench."""
+    out = ROOT / ".cache" / "bench" / "loadgen"
+    source = ROOT / "bench" / "loadgen"
+    if not out.exists() or out.stat().st_mtime < (source / "main.go").stat().st_mtime:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["go", "build", "-o", str(out), "."], cwd=source, check=True)
+    return out
+
+
+class Load:
+    """Status writes of the unrelated Pods at a steady rate, from a separate process that costs the API
+    server little CPU; it prints the writes answered so far once a second."""
+
+    def __init__(self, plane: envtest.ControlPlane, namespace: str, rate: float) -> None:
+        c = plane.certs
+        self.process = subprocess.Popen(
+            [
+                str(loadgen()),
+                f"--server={plane.url}",
+                f"--ca={c['ca.crt']}",
+                f"--cert={c['admin.crt']}",
+                f"--key={c['admin.key']}",
+                f"--namespace={namespace}",
+                f"--pods={NOISE_PODS}",
+                f"--rate={rate}",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.answered = 0
+        self.failed = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.answered, self.failed = map(int, line.split())
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+class DgdWatch:
+    """A watch of the graph's DGD, separate from crashwatch: when did its state change, as a client sees."""
+
+    def __init__(self) -> None:
+        self.state = ""
+        self.changed = asyncio.Event()
+
+    async def run(self, session: aiohttp.ClientSession, url: str) -> None:
+        while True:
+            async with session.get(url, params={"watch": "1", "timeoutSeconds": "600"}, timeout=None) as response:
+                async for line in response.content:
+                    event = json.loads(line)
+                    state = event["object"].get("status", {}).get("state", "")
+                    if state != self.state:
+                        self.state = state
+                        self.changed.set()
+
+    async def until(self, predicate: Any, timeout: float = 30) -> float:
+        deadline = time.monotonic() + timeout
+        while not predicate(self.state):
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"DGD state still {self.state!r}")
+            with contextlib.suppress(TimeoutError):  # checked at the loop's top
+                await asyncio.wait_for(self.changed.wait(), remaining)
+        return time.perf_counter()
+
+
+def proc_usage(pid: int) -> tuple[float, int, int]:
+    """CPU seconds (user+system), resident and peak resident bytes of a process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    rss = hwm = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1]) * 1024
+        elif line.startswith("VmHWM:"):
+            hwm = int(line.split()[1]) * 1024
+    return cpu, rss, hwm
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * len(ordered) + 0.5) - 1))
+    return ordered[index]
+
+
+async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
+    kube = plane.kube()
+    namespace = "bench"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    make_graph(kube, namespace, graph="llm", deployments=False)
+    labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
+    for i in range(NOISE_PODS):
+        labelled_pod(kube, namespace, f"noise-{i:03d}", f"noise-{i // 10}", "worker")
+    watcher = Watcher("run", "-n", namespace, "-o", "json", "--kubeconfig", str(plane.kubeconfig))
+    watcher.wait_synced()
+    pid = watcher.process.pid
+    load: Load | None = None
+    connector = aiohttp.TCPConnector(ssl=ssl_context(plane.certs))
+    failing: list[float] = []
+    recovering: list[float] = []
+    starts: list[float] = []  # wall-clock starts of the failing measures, to split them (see below)
+    try:
+        async with aiohttp.ClientSession(connector=connector) as session:
+            dgd = DgdWatch()
+            watch_task = asyncio.create_task(session_watch(dgd, session, f"{plane.url}{dgds(namespace)}"))
+            await dgd.until(lambda s: s == "pending")
+            pod_url = f"{plane.url}/api/v1/namespaces/{namespace}/pods/llm-worker-0/status"
+            if rate > 0:
+                load = Load(plane, namespace, rate)
+                await asyncio.sleep(3)  # the load settles
+            # the floor: one status write and its echo on a watch, as the API server serves them now
+            floor = []
+            for _ in range(20):
+                start = time.perf_counter()
+                await patch_status(session, f"{plane.url}{dgds(namespace)}/llm/status", {"state": "initializing"})
+                floor.append(await dgd.until(lambda s: s == "initializing") - start)
+                await patch_status(session, f"{plane.url}{dgds(namespace)}/llm/status", {"state": "pending"})
+                await dgd.until(lambda s: s == "pending")
+            cpu0, _, _ = proc_usage(pid)
+            answered0 = load.answered if load else 0
+            began = time.perf_counter()
+            for n in range(loops):
+                await patch_status(session, pod_url, crash_status(1))  # one restart: not yet a loop
+                await asyncio.sleep(0.05)
+                start = time.perf_counter()
+                starts.append(time.time())
+                await patch_status(session, pod_url, crash_status(2))  # the write that makes it a loop
+                failing.append(await dgd.until(lambda s: s == "failed") - start)
+                start = time.perf_counter()
+                await patch_status(session, pod_url, ready_status(restarts=2))
+                recovering.append(await dgd.until(lambda s: s != "failed") - start)
+                if (n + 1) % 10 == 0:
+                    print(f"  {n + 1} crash loops", file=sys.stderr)
+            elapsed = time.perf_counter() - began
+            achieved = ((load.answered if load else 0) - answered0) / elapsed
+            cpu1, rss, hwm = proc_usage(pid)
+            watch_task.cancel()
+    finally:
+        if load is not None:
+            load.stop()
+        watcher.stop()
+    ms = [x * 1000 for x in failing]
+    rec = [x * 1000 for x in recovering]
+    print(
+        f"# crashwatch live latency ({loops} crash loops, {NOISE_PODS} unrelated Pods, "
+        f"{os.cpu_count()} cores, control plane on the same machine)\n"
+    )
+    print(
+        f"background load: {achieved:,.0f} unrelated Pod status updates/s answered by the API server "
+        f"(asked for {rate:,.0f})\n"
+    )
+    fl = [x * 1000 for x in floor]
+    print("| from the completing Pod status write to the DGD change seen by a separate watch | p50 | p99 | max |")
+    print("|---|---|---|---|")
+    print(f"| failed (crash loop) | {percentile(ms, 50):.0f} ms | {percentile(ms, 99):.0f} ms | {max(ms):.0f} ms |")
+    print(
+        f"| recovered (Pod Ready) | {percentile(rec, 50):.0f} ms | {percentile(rec, 99):.0f} ms | {max(rec):.0f} ms |"
+    )
+    print(
+        f"| floor: one status write to its echo on a watch, no crashwatch involved (20 samples) | "
+        f"{percentile(fl, 50):.0f} ms | {percentile(fl, 99):.0f} ms | {max(fl):.0f} ms |"
+    )
+    # split: the Pod write until crashwatch received its event (the `time` of its verdict line), and
+    # from there until the separate watch saw the DGD fail (crashwatch's writes and their echo)
+    received = [
+        datetime.datetime.fromisoformat(line["time"].replace("Z", "+00:00")).timestamp()
+        for line in map(json.loads, watcher.snapshot(watcher.out))
+        if line["kind"] == "component" and line["crash_looping"]
+    ]
+    if len(received) == len(starts):
+        arrive = [(r - s) * 1000 for r, s in zip(received, starts, strict=True)]
+        rest = [m - a for m, a in zip(ms, arrive, strict=True)]
+        print(
+            f"| of which: the Pod write until crashwatch received its event | {percentile(arrive, 50):.0f} ms | "
+            f"{percentile(arrive, 99):.0f} ms | {max(arrive):.0f} ms |"
+        )
+        print(
+            f"| of which: crashwatch's DCD/DGD writes until the separate watch saw the DGD fail | "
+            f"{percentile(rest, 50):.0f} ms | {percentile(rest, 99):.0f} ms | {max(rest):.0f} ms |"
+        )
+    print(f"\nmean {statistics.mean(ms):.0f} ms to fail, {statistics.mean(rec):.0f} ms to recover")
+    print(
+        f"watcher: {(cpu1 - cpu0) / elapsed * 100:.0f}% of a core over {elapsed:.0f} s "
+        f"({cpu1 - cpu0:.1f} CPU s), RSS {rss / 2**20:.0f} MiB (peak {hwm / 2**20:.0f} MiB)"
+    )
+    if os.environ.get("CRASHWATCH_BENCH_VERBOSE"):
+        print("\n".join(watcher.snapshot(watcher.err)))
+    others = [line for line in watcher.snapshot(watcher.err) if not line.startswith("crashwatch: wrote ")]
+    if len(others) > 2:  # more than its start and sync lines: show what it said
+        print("watcher said:\n  " + "\n  ".join(others[2:22]))
+    writes = watcher.writes()
+    print(f"status writes: {len(writes)} ({2 * 2 * loops} expected: DCD and DGD, on failure and on recovery)")
+
+
+async def session_watch(dgd: DgdWatch, session: aiohttp.ClientSession, url: str) -> None:
+    await dgd.run(session, url)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--loops", type=int, default=100)
+    parser.add_argument("--load", type=float, default=500, help="unrelated Pod status updates per second")
+    parser.add_argument("--apiserver-arg", action="append", default=[], help="an extra kube-apiserver flag")
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=lambda t: tuple(t.split("=", 1)),
+        help="NAME=VALUE for the control plane",
+    )
+    args = parser.parse_args()
+    binaries = envtest.binaries()
+    with tempfile.TemporaryDirectory(prefix="crashwatch-latency-") as folder:
+        # no kube-controller-manager: the Pods here have no Deployment, and it would only take CPU
+        plane = envtest.ControlPlane(
+            binaries, Path(folder), controllers=False, apiserver_args=args.apiserver_arg, env=dict(args.env)
+        )
+        try:
+            plane.start()
+            asyncio.run(measure(plane, args.loops, args.load))
+        finally:
+            plane.stop()
+
+
+if __name__ == "__main__":
+    main()

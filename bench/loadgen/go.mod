@@ -1,0 +1,3 @@
+module github.com/crashwatch/crashwatch/bench/loadgen
+
+go 1.26.0
