@@ -142,10 +142,20 @@ def sign_client_cert(
     return cert_path, key_path
 
 
-def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, namespace: str | None = None) -> Path:
+def write_kubeconfig(
+    path: Path,
+    server: str,
+    ca: Path,
+    cert: Path | None = None,
+    key: Path | None = None,
+    namespace: str | None = None,
+    token: str | None = None,
+) -> Path:
+    """A kubeconfig with a client certificate, or a bearer token (a service account's)."""
     context: dict[str, str] = {"cluster": "test", "user": "user"}
     if namespace:
         context["namespace"] = namespace
+    user: dict[str, str] = {"token": token} if token else {"client-certificate": str(cert), "client-key": str(key)}
     path.write_text(
         yaml.safe_dump(
             {
@@ -153,7 +163,7 @@ def write_kubeconfig(path: Path, server: str, ca: Path, cert: Path, key: Path, n
                 "kind": "Config",
                 "current-context": "crashwatch-test",
                 "clusters": [{"name": "test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-                "users": [{"name": "user", "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+                "users": [{"name": "user", "user": user}],
                 "contexts": [{"name": "crashwatch-test", "context": context}],
             }
         )

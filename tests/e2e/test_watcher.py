@@ -12,6 +12,7 @@ from typing import Any
 
 import envtest
 import pytest
+import yaml
 from cli import run
 from dynamo import (
     dcd_available,
@@ -313,3 +314,32 @@ def test_a_recorded_session_replays_to_the_same_lines(
 
     assert timeless(replayed.stdout.decode().splitlines()) == timeless(tail.snapshot(tail.out))
     assert len(tail.snapshot(tail.out)) == 6  # looping (2 restarts, then 3) and recovered, component and graph
+
+
+def test_the_watcher_pods_rbac_is_enough_to_run(
+    control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """k8s/watcher's service account, role and binding, as applied: `run` with that identity writes
+    both statuses, and the Deployment manifest passes the API server's validation."""
+    folder = Path(__file__).resolve().parent.parent.parent / "k8s" / "watcher"
+    manifests = {path.stem: yaml.safe_load(path.read_text()) for path in folder.glob("*.yaml")}
+    if not any(n["metadata"]["name"] == "crashwatch" for n in kube.get("/api/v1/namespaces")["items"]):
+        kube.create("/api/v1/namespaces", manifests["namespace"])
+    kube.create("/api/v1/namespaces/crashwatch/serviceaccounts", manifests["serviceaccount"])
+    kube.create("/apis/rbac.authorization.k8s.io/v1/clusterroles", manifests["clusterrole"])
+    kube.create("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", manifests["clusterrolebinding"])
+    kube.create("/apis/apps/v1/namespaces/crashwatch/deployments?dryRun=All", manifests["deployment"])
+    token = kube.create(
+        "/api/v1/namespaces/crashwatch/serviceaccounts/crashwatch/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )["status"]["token"]
+    config = envtest.write_kubeconfig(tmp_path / "sa", control_plane.url, control_plane.certs["ca.crt"], token=token)
+    make_graph(kube, namespace, deployments=False)
+    labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
+    with watch(config, namespace) as w:
+        w.wait_synced()
+        crash_loop(kube, namespace, "llm-worker-0")
+        wait(lambda: failed(kube, namespace) and crash_looping(kube, namespace, "llm-worker"), 10, "failed")
+        time.sleep(0.5)
+    assert len(w.writes()) == 2
+    assert "not allowed" not in w.stderr() and "cannot write" not in w.stderr()
