@@ -67,13 +67,18 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     except ConfigError as exc:
         log(str(exc))
         return exitcodes.CONFIG
+    code = exitcodes.OK
     try:
-        return await _watch(client, options, out, log)
-    except _Stop as stop:
-        return stop.code
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_signals)  # from the start: a stop while the server is still unreachable too
+            code = await _watch(client, options, out, log)
+            tg.cancel_scope.cancel()
+    except* _Stop as group:
+        code = next(exc.code for exc in _leaves(group) if isinstance(exc, _Stop))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await client.close()
+    return code
 
 
 async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str], None]) -> str | None:
@@ -86,6 +91,9 @@ async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str
             if exc.status in (401, 403):
                 log(f"not allowed to discover the API of {client.server}: {exc.message or exc.reason}")
                 raise _Stop(exitcodes.NOPERM) from None
+            if not exc.retryable:
+                log(f"discovering the Dynamo CRDs at {client.server}: {exc}")
+                raise _Stop(exitcodes.UNAVAILABLE) from None
             delay = backoff(attempt, options.watch.initial_backoff, options.watch.max_backoff)
             attempt += 1
             log(f"{exc}; retrying in {delay:.1f}s")
@@ -121,7 +129,6 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
     code = exitcodes.OK
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_signals, tg.cancel_scope, log)
             tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
             if show:
                 send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
@@ -155,7 +162,8 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
                 if pending == 0:
                     count = sum(len(r.known) for r in reflectors)
                     log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
-                    await send_events.send([Synced(now_rfc3339())])
+                    if options.command == "run":  # only `run` has statuses to decide
+                        await send_events.send([Synced(now_rfc3339())])
 
             for reflector in reflectors:
                 tg.start_soon(reflector.run, listed)
@@ -164,8 +172,6 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
         for exc in fatal:
             log(str(exc))
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
-    except* _Stop as group:
-        code = next(exc.code for exc in _leaves(group) if isinstance(exc, _Stop))
     finally:
         if recorder is not None:
             recorder.close()
@@ -173,7 +179,7 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
     return code
 
 
-async def _signals(scope: anyio.CancelScope, log: Callable[[str], None]) -> None:
+async def _signals() -> None:
     """SIGTERM stops the watcher cleanly (exit 0); SIGINT too, with 130 as a shell expects."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:

@@ -30,7 +30,7 @@ from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecod
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
 from pipeline.filter import EventFilter, PodObservation
-from pipeline.stages import Changes, aggregate_stage, filter_stage
+from pipeline.stages import Changes, Events, aggregate_stage, filter_stage
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from stream.events import BadRecord, WatchEvent
 from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
@@ -129,9 +129,6 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
     put(_DONE)
 
 
-Events = list[WatchEvent | PodObservation]
-
-
 async def _deliver(
     source: LogSource,
     batch: list[Item] | list[WatchEvent | BadRecord],
@@ -142,7 +139,7 @@ async def _deliver(
     progress: _Progress,
 ) -> bool:
     """Pass a batch's events on and report its bad records; False when --strict says stop."""
-    events: Events = []
+    events: list[WatchEvent | PodObservation] = []
     for entry in batch:
         if isinstance(entry, BadRecord):
             if events:

@@ -99,6 +99,13 @@ class KubeClient:
                 files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]
                 if not files:
                     raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
+                if context is not None:
+                    contexts, _ = config.list_kube_config_contexts(path)
+                    names = [c.get("name") for c in contexts or []]
+                    if context not in names:
+                        raise ConfigError(
+                            f"kubeconfig {path}: no context named {context!r} (it has {', '.join(names)})"
+                        )
                 loader = await config.load_kube_config(
                     config_file=path, context=context, client_configuration=configuration, persist_config=False
                 )
@@ -109,10 +116,7 @@ class KubeClient:
             raise
         except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
             where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
-            detail = str(exc) or type(exc).__name__
-            if context is not None and isinstance(exc, AssertionError | KeyError | AttributeError):
-                detail = f"no context named {context!r}"
-            raise ConfigError(f"{where}: {detail}") from None
+            raise ConfigError(f"{where}: {str(exc) or type(exc).__name__}") from None
         return cls(client.ApiClient(configuration), namespace, source)
 
     async def close(self) -> None:

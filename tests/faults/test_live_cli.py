@@ -1,0 +1,131 @@
+"""The live commands' exit codes and messages, run as users run them, against the fake API server."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cli import run
+from fakeapi import FakeApi, Fault, crashing
+from watcher import Watcher
+
+
+class ServedFake:
+    """The fake API server on an event loop of its own, in a thread, for subprocess clients."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.api = FakeApi()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self.api.start())
+
+    def call(self, coroutine: object) -> object:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
+
+    def do(self, fn: object, *args: object) -> None:
+        async def run_it() -> None:
+            fn(*args)  # type: ignore[operator]
+
+        self.call(run_it())
+
+    def stop(self) -> None:
+        self.call(self.api.stop())
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.call(cancel_the_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def fake() -> Iterator[ServedFake]:
+    served = ServedFake()
+    try:
+        yield served
+    finally:
+        served.stop()
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_signal_stops_it_cleanly(fake: ServedFake, tmp_path: Path, sig: int, code: int) -> None:
+    config = fake.api.kubeconfig(tmp_path)
+    with Watcher("tail", "--kubeconfig", str(config)) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))
+        w.wait_line("CRASH-LOOPING")
+        assert w.stop(sig) == code
+    assert "Traceback" not in w.stderr()
+
+
+def test_stopped_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
+    served = ServedFake()
+    config = served.api.kubeconfig(tmp_path)
+    served.stop()  # nothing listens there any more
+    with Watcher("tail", "--kubeconfig", str(config)) as w:
+        w.wait_for(lambda: "retrying in" in w.stderr(), 10, "a retry")
+        assert w.stop() == 0
+    assert "cannot reach" in w.stderr() and "Traceback" not in w.stderr()
+
+
+def test_forbidden_exits_77_naming_what(fake: ServedFake, tmp_path: Path) -> None:
+    fake.do(fake.api.fault, "list pods", Fault("status", status=403))
+    result = run("tail", "-A", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    assert result.returncode == 77
+    assert b"not allowed to list and watch pods in all namespaces" in result.stderr
+
+
+def test_run_without_the_dynamo_crds_exits_69(fake: ServedFake, tmp_path: Path) -> None:
+    fake.api.serve_dynamo = False
+    result = run("run", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    assert result.returncode == 69
+    assert b"the Dynamo CRDs" in result.stderr and b"there is no status to write" in result.stderr
+
+
+def test_tail_without_the_dynamo_crds_watches_pods(fake: ServedFake, tmp_path: Path) -> None:
+    fake.api.serve_dynamo = False
+    with Watcher("tail", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))
+        w.wait_line("FAILED")
+    assert "watching Pods and Deployments only" in w.stderr()
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--kubeconfig", "/nonexistent/kubeconfig"], "no kubeconfig at /nonexistent/kubeconfig"),
+        (["--context", "nope"], "no context named 'nope'"),
+    ],
+)
+def test_configuration_problems_exit_78(fake: ServedFake, tmp_path: Path, args: list[str], message: str) -> None:
+    if "--context" in args:
+        args = ["--kubeconfig", str(fake.api.kubeconfig(tmp_path)), *args]
+    result = run("tail", *args)
+    assert result.returncode == 78
+    assert message.encode() in result.stderr
+    assert result.stderr.count(b"\n") == 1 and b"Traceback" not in result.stderr
+
+
+def test_record_into_a_folder_that_does_not_exist_exits_73(fake: ServedFake, tmp_path: Path) -> None:
+    result = run("record", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)), "-o", str(tmp_path / "no" / "x"))
+    assert result.returncode == 73
+    assert b"cannot create" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args", [["tail", "-n", "a", "-A"], ["record"], ["run", "--qps", "0"], ["tail", "--watch-idle-timeout", "x"]]
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    result = run(*args)
+    assert result.returncode == 2
+    assert b"usage: crashwatch" in result.stderr
