@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from crashwatch import __version__, exitcodes
+from crashwatch.errors import leaves
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -261,11 +262,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
-        leaves = list(_leaves(exc))
-        if any(isinstance(leaf, BrokenPipeError) for leaf in leaves):
+        found = list(leaves(exc))
+        if any(isinstance(leaf, BrokenPipeError) for leaf in found):
             _silence_stdout()
             return exitcodes.SIGPIPE
-        leaf = leaves[0]
+        leaf = found[0]
         print(f"crashwatch: internal error: {type(leaf).__name__}: {leaf}", file=sys.stderr)
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
@@ -301,15 +302,6 @@ def _live(args: argparse.Namespace) -> int:
             patch=patch,
         )
     )
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    """The exceptions inside (nested) exception groups, as task groups raise them."""
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 def _silence_stdout() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal, TextIO
 
@@ -19,6 +19,7 @@ import anyio
 from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
+from crashwatch.errors import leaves
 from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
 from pipeline.filter import EventFilter
@@ -74,7 +75,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
             code = await _watch(client, options, out, log)
             tg.cancel_scope.cancel()
     except* _Stop as group:
-        code = next(exc.code for exc in _leaves(group) if isinstance(exc, _Stop))
+        code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await client.close()
@@ -168,7 +169,7 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
             for reflector in reflectors:
                 tg.start_soon(reflector.run, listed)
     except* Fatal as group:
-        fatal = [exc for exc in _leaves(group) if isinstance(exc, Fatal)]
+        fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
         for exc in fatal:
             log(str(exc))
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
@@ -184,14 +185,6 @@ async def _signals() -> None:
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             raise _Stop(exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED)
-
-
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
 
 
 def run_live(options: LiveOptions) -> int:

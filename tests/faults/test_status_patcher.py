@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -70,24 +68,6 @@ class Harness:
 
     async def feed(self, *wanted: StatusWanted) -> None:
         await self.send.send(list(wanted))
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    fake = await FakeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
-
-
-@pytest.fixture
-async def client(api: FakeApi, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def wait_for(predicate: Any, timeout: float = 10) -> None:

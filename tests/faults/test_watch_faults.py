@@ -6,7 +6,7 @@ and asserts on the events handed on and on the requests the server saw.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,24 +39,6 @@ class Collector:
         with anyio.fail_after(timeout):
             while not predicate():
                 await anyio.sleep(0.01)
-
-
-@pytest.fixture
-async def api() -> AsyncIterator[FakeApi]:
-    fake = await FakeApi().start()
-    try:
-        yield fake
-    finally:
-        await fake.stop()
-
-
-@pytest.fixture
-async def client(api: FakeApi, tmp_path: Path) -> AsyncIterator[KubeClient]:
-    kube = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
-    try:
-        yield kube
-    finally:
-        await kube.close()
 
 
 async def reflect(client: KubeClient, collector: Collector, settings: WatchSettings = FAST, **kw: Any) -> Reflector:
