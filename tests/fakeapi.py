@@ -66,6 +66,7 @@ class FakeApi:
         self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get"
         self.requests: list[Request] = []
         self.serve_dynamo = True
+        self.dynamo_versions: tuple[str, ...] = ("v1beta1",)
         self.bookmark_every: float | None = None
         self._changed = asyncio.Condition()
         self._watching: set[Any] = set()  # the transports of open watches
@@ -173,14 +174,12 @@ class FakeApi:
         body = await request.json() if request.can_read_body else None
         self.requests.append(Request(time.monotonic(), request.method, request.path, dict(request.query), body))
         parts = [p for p in request.path.split("/") if p]
-        if parts[:3] == ["apis", "nvidia.com", "v1beta1"] and len(parts) == 3:
-            if not self.serve_dynamo:
+        if parts[:2] == ["apis", "nvidia.com"] and len(parts) == 3:  # discovery of one version
+            if not self.serve_dynamo or parts[2] not in self.dynamo_versions:
                 return _status(404, "NotFound", "the server could not find the requested resource")
             return web.json_response(
                 {"resources": [{"name": "dynamocomponentdeployments"}, {"name": "dynamographdeployments"}]}
             )
-        if parts[:2] == ["apis", "nvidia.com"] and len(parts) == 3:
-            return _status(404, "NotFound", "not served")
         group = "" if parts[0] == "api" else parts[1]
         rest = parts[2:] if parts[0] == "api" else parts[3:]
         namespace = None

@@ -17,7 +17,7 @@ from fakeapi import FakeApi, Fault, crashing, healthy, pod
 from stream.client import KubeClient
 from stream.events import WatchEvent
 from stream.reflector import Fatal, Reflector, WatchSettings
-from stream.resources import PODS
+from stream.resources import PODS, discover_dynamo
 
 pytestmark = pytest.mark.anyio
 
@@ -220,3 +220,14 @@ async def test_an_unreachable_server_is_retried(tmp_path: Path) -> None:
 
 def test_pods_fixture_shape() -> None:
     assert pod("x")["metadata"]["labels"]["nvidia.com/dynamo-component"] == "worker"
+
+
+@pytest.mark.parametrize(
+    "served,chosen",
+    [(("v1beta1",), "v1beta1"), (("v1alpha1",), "v1alpha1"), (("v1alpha1", "v1beta1"), "v1beta1"), ((), None)],
+)
+async def test_the_dynamo_crds_version_is_discovered_preferring_v1beta1(
+    api: FakeApi, client: KubeClient, served: tuple[str, ...], chosen: str | None
+) -> None:
+    api.dynamo_versions = served
+    assert await discover_dynamo(client) == chosen
