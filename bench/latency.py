@@ -178,7 +178,7 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
             dgd = DgdWatch()
-            watch_task = asyncio.create_task(session_watch(dgd, session, f"{plane.url}{dgds(namespace)}"))
+            watch_task = asyncio.create_task(dgd.run(session, f"{plane.url}{dgds(namespace)}"))
             await dgd.until(lambda s: s == "pending")
             pod_url = f"{plane.url}/api/v1/namespaces/{namespace}/pods/llm-worker-0/status"
             if rate > 0:
@@ -266,10 +266,6 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
         print("watcher said:\n  " + "\n  ".join(others[2:22]))
     writes = watcher.writes()
     print(f"status writes: {len(writes)} ({2 * 2 * loops} expected: DCD and DGD, on failure and on recovery)")
-
-
-async def session_watch(dgd: DgdWatch, session: aiohttp.ClientSession, url: str) -> None:
-    await dgd.run(session, url)
 
 
 def main() -> None:

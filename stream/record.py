@@ -15,7 +15,6 @@ import sys
 class Recorder:
     def __init__(self, path: str) -> None:
         """`-` is standard output; anything else is created (or truncated)."""
-        self.path = path
         if path == "-":
             self._fd = sys.stdout.fileno()
             self._own = False

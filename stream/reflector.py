@@ -114,17 +114,19 @@ class Reflector:
                 failures = 0
                 continue
             except _Retry as exc:
-                delay = self._delay(failures, exc.retry_after)
-                failures += 1
-                self.log(f"watch {self.where}: {exc}; resuming in {delay:.1f}s")
-                await anyio.sleep(delay)
+                failures = await self._back_off(failures, exc, f"watch {self.where}", "resuming")
                 continue
             if received:
                 failures = 0
 
-    def _delay(self, failures: int, retry_after: float | None) -> float:
+    async def _back_off(self, failures: int, exc: _Retry, what: str, then: str) -> int:
+        """Say what failed, wait (jittered, doubling, at least Retry-After); the failures so far."""
         delay = backoff(failures, self.settings.initial_backoff, self.settings.max_backoff)
-        return max(delay, retry_after) if retry_after is not None else delay
+        if exc.retry_after is not None:
+            delay = max(delay, exc.retry_after)
+        self.log(f"{what}: {exc}; {then} in {delay:.1f}s")
+        await anyio.sleep(delay)
+        return failures + 1
 
     async def _retrying(self, action: Callable[[], Awaitable[None]]) -> None:
         failures = 0
@@ -133,10 +135,7 @@ class Reflector:
                 await action()
                 return
             except _Retry as exc:
-                delay = self._delay(failures, exc.retry_after)
-                failures += 1
-                self.log(f"list {self.where}: {exc}; retrying in {delay:.1f}s")
-                await anyio.sleep(delay)
+                failures = await self._back_off(failures, exc, f"list {self.where}", "retrying")
 
     def _check(self, exc: ApiError) -> None:
         """Map an API error to what the reflector does about it."""

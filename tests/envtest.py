@@ -294,15 +294,21 @@ class ControlPlane:
         kube = self.kube()
         self._wait("kube-apiserver", lambda: kube.get_raw("/readyz")[0] == 200, 90)
 
-    def stop_apiserver(self) -> None:
-        """SIGTERM: it stops listening at once, then drains for up to a minute; after 5 s, SIGKILL."""
-        process = self.processes["kube-apiserver"]
+    def _terminate(self, name: str, grace: float) -> None:
+        """SIGTERM, and SIGKILL if it is still there after `grace` seconds."""
+        process = self.processes.get(name)
+        if process is None or process.poll() is not None:
+            return
         os.killpg(process.pid, signal.SIGTERM)
         try:
-            process.wait(timeout=5)
+            process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=15)
+
+    def stop_apiserver(self) -> None:
+        """It stops listening at once on SIGTERM, then drains for up to a minute: 5 s is enough here."""
+        self._terminate("kube-apiserver", 5)
 
     def restart_apiserver(self) -> None:
         """Stop kube-apiserver and start it again on the same port, with the same etcd."""
@@ -357,15 +363,7 @@ class ControlPlane:
 
     def stop(self) -> None:
         for name in ("kube-controller-manager", "kube-apiserver", "etcd"):
-            process = self.processes.get(name)
-            if process is None or process.poll() is not None:
-                continue
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=15)
+            self._terminate(name, 15)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 

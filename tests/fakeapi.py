@@ -15,7 +15,6 @@ import contextlib
 import copy
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -364,6 +363,3 @@ def healthy(name: str, **kw: Any) -> dict[str, Any]:
     return pod(
         name, phase="Running", conditions=[{"type": "Ready", "status": "True"}], containerStatuses=[container], **kw
     )
-
-
-Clock = Callable[[], float]

@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
-from fakeapi import FakeApi, Fault, crashing, healthy, pod
+from fakeapi import FakeApi, Fault, crashing, healthy
 
 from stream.client import KubeClient
 from stream.events import WatchEvent
@@ -216,10 +216,6 @@ async def test_an_unreachable_server_is_retried(tmp_path: Path) -> None:
     finally:
         await kube.close()
     assert len(logged) >= 2 and all("cannot reach" in line and "retrying in" in line for line in logged)
-
-
-def test_pods_fixture_shape() -> None:
-    assert pod("x")["metadata"]["labels"]["nvidia.com/dynamo-component"] == "worker"
 
 
 @pytest.mark.parametrize(
