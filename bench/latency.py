@@ -3,6 +3,7 @@
     python -m bench.latency                          # 100 crash loops, 500 unrelated Pod status updates/s
     python -m bench.latency --loops 10 --load 100    # a quick look
     python -m bench.latency --load 0                 # no background load
+    python -m bench.latency --server-only            # the same writes and load, no crashwatch
 
 It starts etcd and kube-apiserver (tests/envtest.py, the binaries scripts/build-controlplane makes; no
 kube-controller-manager, which these Deployment-less Pods do not need), then `crashwatch run` as a user
@@ -12,8 +13,11 @@ through the whole pipeline, at the given rate. For each crash loop the clock sta
 status write that completes it (restartCount 2, CrashLoopBackOff after exit 1) and stops when a separate
 watch on the DGD sees `state: failed`; then the Pod becomes Ready and the clock runs again until the DGD
 leaves `failed`. It reports the percentiles, split at the moment crashwatch received the Pod event (the
-`time` of its verdict line), the floor (one write and its echo on a watch, without crashwatch), the load
-the API server actually answered, and the watcher's CPU time and memory.
+`time` of its verdict line) and at the moment a separate watch of that Pod saw it (the two tell the API
+server's delay from crashwatch's), the floor (one write and its echo on a watch, without crashwatch), the
+load the API server actually answered, and the watcher's CPU time and memory. `--server-only` runs the
+same Pod writes under the same load with no crashwatch at all: what the API server alone takes to deliver
+the completing write to a watch, a bound no watcher can beat.
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ class Load:
     """Status writes of the unrelated Pods at a steady rate, from a separate process that costs the API
     server little CPU; it prints the writes answered so far once a second."""
 
-    def __init__(self, plane: envtest.ControlPlane, namespace: str, rate: float) -> None:
+    def __init__(self, plane: envtest.ControlPlane, namespace: str, rate: float, inflight: int) -> None:
         c = plane.certs
         self.process = subprocess.Popen(
             [
@@ -88,6 +92,7 @@ class Load:
                 f"--namespace={namespace}",
                 f"--pods={NOISE_PODS}",
                 f"--rate={rate}",
+                f"--inflight={inflight}",
             ],
             stdout=subprocess.PIPE,
             text=True,
@@ -109,20 +114,26 @@ class Load:
             self.process.kill()
 
 
-class DgdWatch:
-    """A watch of the graph's DGD, separate from crashwatch: when did its state change, as a client sees."""
+class Watch:
+    """A watch separate from crashwatch: when did the watched object's state (as `state_of` reads it)
+    change, as a client sees. `arrivals` keeps the time each state was first seen."""
 
-    def __init__(self) -> None:
-        self.state = ""
+    def __init__(self, state_of: Any) -> None:
+        self.state_of = state_of
+        self.state: Any = ""
         self.changed = asyncio.Event()
+        self.arrivals: list[tuple[Any, float]] = []
 
     async def run(self, session: aiohttp.ClientSession, url: str) -> None:
         while True:
             async with session.get(url, params={"watch": "1", "timeoutSeconds": "600"}, timeout=None) as response:
                 async for line in response.content:
                     event = json.loads(line)
-                    state = event["object"].get("status", {}).get("state", "")
+                    if event["type"] == "ERROR":  # e.g. 410 Gone on a resume: the benchmark cannot go on
+                        raise RuntimeError(f"{url}: the watch ended with {event['object']}")
+                    state = self.state_of(event["object"])
                     if state != self.state:
+                        self.arrivals.append((state, time.perf_counter()))
                         self.state = state
                         self.changed.set()
 
@@ -136,6 +147,16 @@ class DgdWatch:
             with contextlib.suppress(TimeoutError):  # checked at the loop's top
                 await asyncio.wait_for(self.changed.wait(), remaining)
         return time.perf_counter()
+
+
+def dgd_state(obj: dict[str, Any]) -> str:
+    return str(obj.get("status", {}).get("state", ""))
+
+
+def pod_restarts(obj: dict[str, Any]) -> tuple[int, bool]:
+    """The restart count and readiness of a Pod's one container, or (-1, False) before it has one."""
+    statuses = obj.get("status", {}).get("containerStatuses") or [{}]
+    return statuses[0].get("restartCount", -1), bool(statuses[0].get("ready"))
 
 
 def proc_usage(pid: int) -> tuple[float, int, int]:
@@ -158,7 +179,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered), max(1, math.ceil(q / 100 * len(ordered)))) - 1]
 
 
-async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
+def prepare(plane: envtest.ControlPlane) -> str:
+    """The graph, its Pod and the unrelated Pods, in a namespace of their own, whose name it returns."""
     kube = plane.kube()
     namespace = "bench"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
@@ -166,6 +188,60 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
     labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
     for i in range(NOISE_PODS):
         labelled_pod(kube, namespace, f"noise-{i:03d}", f"noise-{i // 10}", "worker")
+    return namespace
+
+
+def pod_watch(session: aiohttp.ClientSession, plane: envtest.ControlPlane, namespace: str) -> tuple[Watch, Any]:
+    """A watch of the crash-looping Pod alone (the server filters by name), and its task: when the API
+    server delivered a change to a client other than crashwatch, which tells its delay from crashwatch's."""
+    pod = Watch(pod_restarts)
+    url = f"{plane.url}/api/v1/namespaces/{namespace}/pods?fieldSelector=metadata.name%3Dllm-worker-0"
+    return pod, asyncio.create_task(pod.run(session, url))
+
+
+async def measure_server(plane: envtest.ControlPlane, loops: int, rate: float, inflight: int) -> None:
+    """The same Pod writes under the same load with no crashwatch running: the API server's own delay,
+    from the completing write to a separate watch of that Pod, which no watcher can beat."""
+    namespace = prepare(plane)
+    pod_url = f"{plane.url}/api/v1/namespaces/{namespace}/pods/llm-worker-0/status"
+    delivered: list[float] = []
+    load = Load(plane, namespace, rate, inflight) if rate > 0 else None
+    try:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_context(plane.certs))) as session:
+            pod, task = pod_watch(session, plane, namespace)
+            await asyncio.sleep(3)  # the load settles
+            answered0 = load.answered if load else 0
+            began = time.perf_counter()
+            for _ in range(loops):
+                await patch_status(session, pod_url, crash_status(1))
+                await asyncio.sleep(0.05)
+                start = time.perf_counter()
+                await patch_status(session, pod_url, crash_status(2))
+                delivered.append((await pod.until(lambda s: s == (2, False)) - start) * 1000)
+                await patch_status(session, pod_url, ready_status(restarts=2))
+                await pod.until(lambda s: s == (2, True))
+            achieved = ((load.answered if load else 0) - answered0) / (time.perf_counter() - began)
+            task.cancel()
+    finally:
+        if load is not None:
+            load.stop()
+    print(f"# the API server alone ({loops} crash loops' Pod writes, no crashwatch, {os.cpu_count()} cores)\n")
+    print(
+        f"background load: {achieved:,.0f} unrelated Pod status updates/s answered "
+        f"(asked for {rate:,.0f}, at most {inflight} in flight)\n"
+    )
+    print("| | p50 | p90 | p99 | max | over 500 ms |\n|---|---|---|---|---|---|")
+    print(row("the completing Pod write until a separate watch of that Pod saw it", delivered))
+
+
+def row(label: str, values: list[float]) -> str:
+    slow = sum(v > 500 for v in values)
+    cells = " | ".join(f"{percentile(values, q):.0f} ms" for q in (50, 90, 99))
+    return f"| {label} | {cells} | {max(values):.0f} ms | {slow} of {len(values)} |"
+
+
+async def measure(plane: envtest.ControlPlane, loops: int, rate: float, inflight: int) -> None:
+    namespace = prepare(plane)
     watcher = Watcher("run", "-n", namespace, "-o", "json", "--kubeconfig", str(plane.kubeconfig))
     watcher.wait_synced()
     pid = watcher.process.pid
@@ -175,14 +251,16 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
     recovering: list[float] = []
     starts: list[float] = []  # wall-clock starts of the failing measures, to split them (see below)
     writes: list[float] = []  # how long the completing Pod write itself took to be answered
+    clocks: list[float] = []  # the same starts on the benchmark's clock
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
-            dgd = DgdWatch()
+            dgd = Watch(dgd_state)
             watch_task = asyncio.create_task(dgd.run(session, f"{plane.url}{dgds(namespace)}"))
+            pod, pod_task = pod_watch(session, plane, namespace)
             await dgd.until(lambda s: s == "pending")
             pod_url = f"{plane.url}/api/v1/namespaces/{namespace}/pods/llm-worker-0/status"
             if rate > 0:
-                load = Load(plane, namespace, rate)
+                load = Load(plane, namespace, rate, inflight)
                 await asyncio.sleep(3)  # the load settles
             # the floor: one status write and its echo on a watch, as the API server serves them now
             floor = []
@@ -192,6 +270,7 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
                 floor.append(await dgd.until(lambda s: s == "initializing") - start)
                 await patch_status(session, f"{plane.url}{dgds(namespace)}/llm/status", {"state": "pending"})
                 await dgd.until(lambda s: s == "pending")
+            pod.arrivals.clear()
             cpu0, _, _ = proc_usage(pid)
             answered0 = load.answered if load else 0
             began = time.perf_counter()
@@ -200,6 +279,7 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
                 await asyncio.sleep(0.05)
                 start = time.perf_counter()
                 starts.append(time.time())
+                clocks.append(start)
                 await patch_status(session, pod_url, crash_status(2))  # the write that makes it a loop
                 writes.append(time.perf_counter() - start)
                 failing.append(await dgd.until(lambda s: s == "failed") - start)
@@ -212,6 +292,7 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
             achieved = ((load.answered if load else 0) - answered0) / elapsed
             cpu1, rss, hwm = proc_usage(pid)
             watch_task.cancel()
+            pod_task.cancel()
     finally:
         if load is not None:
             load.stop()
@@ -224,14 +305,9 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
     )
     print(
         f"background load: {achieved:,.0f} unrelated Pod status updates/s answered by the API server "
-        f"(asked for {rate:,.0f})\n"
+        f"(asked for {rate:,.0f}, at most {inflight} in flight)\n"
     )
     fl = [x * 1000 for x in floor]
-
-    def row(label: str, values: list[float]) -> str:
-        slow = sum(v > 500 for v in values)
-        cells = " | ".join(f"{percentile(values, q):.0f} ms" for q in (50, 90, 99))
-        return f"| {label} | {cells} | {max(values):.0f} ms | {slow} of {len(values)} |"
 
     print(
         "| from the completing Pod status write to the DGD change seen by a separate watch "
@@ -253,6 +329,10 @@ async def measure(plane: envtest.ControlPlane, loops: int, rate: float) -> None:
         rest = [m - a for m, a in zip(ms, arrive, strict=True)]
         print(row("failed, part 1: the Pod write until crashwatch received its event", arrive))
         print(row("  of which the Pod write's own answer from the API server", [w * 1000 for w in writes]))
+        seen = [t for state, t in pod.arrivals if state == (2, False)]
+        if len(seen) == len(clocks):
+            delivered = [(t - c) * 1000 for t, c in zip(seen, clocks, strict=True)]
+            print(row("  the Pod write until a separate watch of that Pod saw it", delivered))
         print(row("failed, part 2: crashwatch's writes until the separate watch saw the DGD fail", rest))
     print(f"\nmean {statistics.mean(ms):.0f} ms to fail, {statistics.mean(rec):.0f} ms to recover")
     print(
@@ -272,6 +352,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--loops", type=int, default=100)
     parser.add_argument("--load", type=float, default=500, help="unrelated Pod status updates per second")
+    parser.add_argument(
+        "--load-inflight",
+        type=int,
+        default=256,
+        metavar="N",
+        help="most background writes waiting for an answer at once (default: 256, which keeps the rate "
+        "steady whatever the server's delay; a few, like a handful of kubelets, let a slow server slow the load)",
+    )
     parser.add_argument("--apiserver-arg", action="append", default=[], help="an extra kube-apiserver flag")
     parser.add_argument(
         "--env",
@@ -279,6 +367,11 @@ def main() -> None:
         default=[],
         type=lambda t: tuple(t.split("=", 1)),
         help="NAME=VALUE for the control plane",
+    )
+    parser.add_argument(
+        "--server-only",
+        action="store_true",
+        help="no crashwatch: time the completing Pod write to a separate watch, the API server's own share",
     )
     args = parser.parse_args()
     binaries = envtest.binaries()
@@ -289,7 +382,8 @@ def main() -> None:
         )
         try:
             plane.start()
-            asyncio.run(measure(plane, args.loops, args.load))
+            run = measure_server if args.server_only else measure
+            asyncio.run(run(plane, args.loops, args.load, args.load_inflight))
         finally:
             plane.stop()
 

@@ -29,6 +29,7 @@ func main() {
 	prefix := flag.String("prefix", "noise-", "Pod name prefix")
 	pods := flag.Int("pods", 200, "number of Pods, named prefix000 ...")
 	rate := flag.Float64("rate", 500, "status writes per second")
+	maxInflight := flag.Int("inflight", 256, "most writes waiting for an answer at once")
 	flag.Parse()
 
 	pool := x509.NewCertPool()
@@ -57,7 +58,7 @@ func main() {
 	defer tick.Stop()
 	report := time.NewTicker(time.Second)
 	defer report.Stop()
-	inflight := make(chan struct{}, 256)
+	inflight := make(chan struct{}, *maxInflight)
 	var wg sync.WaitGroup
 	for n := 0; ; n++ {
 		select {
