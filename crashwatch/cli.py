@@ -111,6 +111,14 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
         help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
         "API server sends a bookmark about once a minute)",
     )
+    parser.add_argument(
+        "--grace-period",
+        type=_non_negative_float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM or SIGINT, stop watching and spend at most this long printing and writing what was "
+        "already received; a second signal stops at once (default: 10)",
+    )
 
 
 def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
@@ -228,6 +236,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -298,6 +316,7 @@ def _live(args: argparse.Namespace) -> int:
             context=args.context,
             output=args.format,
             record=record,
+            grace_period=args.grace_period,
             watch=watch,
             patch=patch,
         )

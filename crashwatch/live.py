@@ -4,6 +4,11 @@ The three differ only in their sinks: `tail` prints verdict changes (and needs g
 alone), `run` also writes DCD and DGD status, `record` also writes every event it receives to a log
 that `replay` reads. Statuses are decided only after every resource has been listed once (`Synced`):
 a watcher that starts must see every Pod before it may conclude that a failure has cleared.
+
+A first SIGTERM or SIGINT stops the watches and lets what they already received run through: its lines
+are printed and its status writes finished, for at most the grace period (a Deployment's rollout sends
+SIGTERM, and a failure found a moment before should not wait for the next watcher). A second signal, or
+one that comes before the watches have started, stops at once.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class LiveOptions:
     context: str | None = None
     output: Format = "text"
     record: str | None = None
+    grace_period: float = 10.0
     watch: WatchSettings = field(default_factory=WatchSettings)
     patch: PatchSettings = field(default_factory=PatchSettings)
 
@@ -51,6 +57,16 @@ class LiveOptions:
 class _Stop(Exception):
     def __init__(self, code: int) -> None:
         self.code = code
+
+
+@dataclass
+class _Stopping:
+    """A stop asked for by a signal, and how the running watcher winds down (set once it runs)."""
+
+    requested: bool = False
+    code: int = exitcodes.OK
+    stop_watches: Callable[[], None] | None = None
+    unfinished: Callable[[], int] = lambda: 0
 
 
 def stderr_log(err: TextIO) -> Callable[[str], None]:
@@ -69,10 +85,14 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         log(str(exc))
         return exitcodes.CONFIG
     code = exitcodes.OK
+    stopping = _Stopping()
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_signals)  # from the start: a stop while the server is still unreachable too
-            code = await _watch(client, options, out, log)
+            # from the start: a stop while the server is still unreachable too
+            tg.start_soon(_signals, stopping, options.grace_period, log)
+            code = await _watch(client, options, out, log, stopping)
+            if stopping.requested:
+                code = stopping.code
             tg.cancel_scope.cancel()
     except* _Stop as group:
         code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
@@ -101,7 +121,9 @@ async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str
             await anyio.sleep(delay)
 
 
-async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: Callable[[str], None]) -> int:
+async def _watch(
+    client: KubeClient, options: LiveOptions, out: BinaryIO, log: Callable[[str], None], stopping: _Stopping
+) -> int:
     version = await _discover(client, options, log)
     resources: list[Resource] = [PODS, DEPLOYMENTS]
     if version is None:
@@ -139,6 +161,7 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
                 send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_status)
                 patcher = StatusPatcher(client, options.patch, log)
+                stopping.unfinished = patcher.unfinished
                 tg.start_soon(patcher.run, receive_status)
             tg.start_soon(aggregate_stage, receive_changes, sinks, Aggregator(clock=now_rfc3339, synced=False))
 
@@ -166,8 +189,11 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
                     if options.command == "run":  # only `run` has statuses to decide
                         await send_events.send([Synced(now_rfc3339())])
 
-            for reflector in reflectors:
-                tg.start_soon(reflector.run, listed)
+            # send_events is closed once the watches stop: the stages drain, then end
+            async with send_events, anyio.create_task_group() as watches:
+                stopping.stop_watches = watches.cancel_scope.cancel
+                for reflector in reflectors:
+                    watches.start_soon(reflector.run, listed)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
         for exc in fatal:
@@ -180,11 +206,29 @@ async def _watch(client: KubeClient, options: LiveOptions, out: BinaryIO, log: C
     return code
 
 
-async def _signals() -> None:
+async def _signals(stopping: _Stopping, grace: float, log: Callable[[str], None]) -> None:
     """SIGTERM stops the watcher cleanly (exit 0); SIGINT too, with 130 as a shell expects."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
-            raise _Stop(exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED)
+            code = exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED
+            if stopping.stop_watches is None:  # the watches have not started: nothing to finish
+                raise _Stop(code)
+            stopping.code, stopping.requested = code, True
+            stopping.stop_watches()
+            log(
+                f"{signal.Signals(signum).name}: stopping; finishing what was received "
+                f"(at most {grace:g}s, a second signal stops at once)"
+            )
+            break
+        with anyio.move_on_after(grace):
+            async for _ in signals:
+                raise _Stop(stopping.code)
+        unfinished = stopping.unfinished()
+        log(
+            f"stopped after the {grace:g}s grace period"
+            + (f" with {unfinished} status write{'s' * (unfinished != 1)} unfinished" if unfinished else "")
+        )
+        raise _Stop(stopping.code)
 
 
 def run_live(options: LiveOptions) -> int:

@@ -8,7 +8,9 @@ the owned condition merged into what it says now (other conditions untouched), a
 or dropped if the object already says it. 429 and 5xx are retried with backoff, honouring Retry-After.
 A token bucket bounds the rate of writes. When another writer overwrites a failure that still holds,
 the aggregator wants the same status again; writing the same thing again waits with per-object
-exponential backoff, so two writers never fight in a tight loop.
+exponential backoff, so two writers never fight in a tight loop. When its input ends (the watcher is
+stopping), the writes under way and those not yet sent are finished, and the reasserts waiting out their
+backoff are dropped: the next watcher decides them again from what it observes.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ class StatusPatcher:
         self._objects: dict[tuple[str, str, str], _Object] = {}
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst)
         self._requests = anyio.CapacityLimiter(self.settings.concurrency)
+        self._closing = False
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with anyio.create_task_group() as tg, receive:
@@ -108,6 +111,13 @@ class StatusPatcher:
                 for item in batch:
                     if isinstance(item, StatusWanted):
                         self._want(item, tg)
+            self._closing = True
+            for entry in self._objects.values():
+                entry.woken.set()  # a reassert waiting out its backoff gives up (see _drive)
+
+    def unfinished(self) -> int:
+        """Objects with a write under way or waiting to be sent."""
+        return sum(entry.busy for entry in self._objects.values())
 
     def _want(self, wanted: StatusWanted, tg: anyio.abc.TaskGroup) -> None:
         key = (wanted.kind, wanted.namespace, wanted.name)
@@ -127,12 +137,16 @@ class StatusPatcher:
                 wanted = entry.wanted
                 if wanted.owned() == entry.written:
                     # the same again: someone overwrote it. Wait, longer each time in a row.
+                    if self._closing:
+                        break
                     delay = min(self.settings.reassert_max, self.settings.reassert_initial * 2**entry.repeats)
                     remaining = entry.written_at + delay - anyio.current_time()
                     if remaining > 0:
                         entry.woken = anyio.Event()
                         with anyio.move_on_after(remaining):
                             await entry.woken.wait()
+                        if self._closing:
+                            break
                         if entry.wanted is not wanted:
                             continue  # a newer want came meanwhile: decide about that one
                     repeats = entry.repeats + 1

@@ -67,6 +67,78 @@ def test_a_signal_stops_it_cleanly(fake: ServedFake, tmp_path: Path, sig: int, c
     assert "Traceback" not in w.stderr()
 
 
+def put_graph(fake: ServedFake) -> None:
+    """DGD g and its DCD g-worker, as the operator leaves them while the Pods start."""
+    starting = {"type": "Ready", "status": "False", "reason": "some_resources_are_not_ready", "message": "starting"}
+    labels = {"nvidia.com/dynamo-graph-deployment-name": "g", "nvidia.com/dynamo-component": "worker"}
+    fake.do(
+        fake.api.put,
+        "dynamographdeployments",
+        {
+            "kind": "DynamoGraphDeployment",
+            "apiVersion": "nvidia.com/v1beta1",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "status": {"state": "pending", "conditions": [starting]},
+        },
+    )
+    fake.do(
+        fake.api.put,
+        "dynamocomponentdeployments",
+        {
+            "kind": "DynamoComponentDeployment",
+            "apiVersion": "nvidia.com/v1beta1",
+            "metadata": {"name": "g-worker", "namespace": "ns", "labels": labels},
+            "status": {"conditions": [{**starting, "type": "Available", "reason": "DeploymentNotReady"}]},
+        },
+    )
+
+
+def statuses(fake: ServedFake) -> tuple[str, str]:
+    """The DGD's state and the DCD's Available reason, as the fake holds them."""
+    dgd = fake.api.objects["dynamographdeployments"][("ns", "g")]["status"]
+    dcd = fake.api.objects["dynamocomponentdeployments"][("ns", "g-worker")]["status"]
+    return dgd["state"], next(c["reason"] for c in dcd["conditions"] if c["type"] == "Available")
+
+
+def status_writes(fake: ServedFake, plural: str = "") -> int:
+    return sum(r.method == "PATCH" and f"/{plural}" in r.path for r in fake.api.requests)
+
+
+def test_sigterm_finishes_the_status_writes_under_way(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "patch", Fault("delay", seconds=2))  # the first status write is slow to answer
+    with Watcher("run", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))
+        w.wait_for(lambda: status_writes(fake, "dynamocomponentdeployments") == 1, what="a DCD write")
+        assert w.stop(signal.SIGTERM) == 0
+    assert statuses(fake) == ("failed", "ContainerCrashLooping")
+    assert "SIGTERM: stopping; finishing what was received" in w.stderr()
+    assert "Traceback" not in w.stderr()
+
+
+@pytest.mark.parametrize("second_signal", [False, True])
+def test_a_write_that_outlasts_the_grace_period_or_a_second_signal_is_left(
+    fake: ServedFake, tmp_path: Path, second_signal: bool
+) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "patch", Fault("delay", seconds=60), Fault("delay", seconds=60))
+    grace = "60" if second_signal else "0.5"
+    with Watcher("run", "--grace-period", grace, "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))
+        w.wait_for(lambda: status_writes(fake) == 2, what="the DCD and DGD writes")
+        w.process.send_signal(signal.SIGINT)
+        w.wait_for(lambda: "SIGINT: stopping" in w.stderr(), what="the stop")
+        if second_signal:
+            w.process.send_signal(signal.SIGINT)
+        assert w.process.wait(timeout=10) == 130  # long before the writes' 60 s, or the 60 s grace period
+        if not second_signal:
+            w.wait_for(lambda: "stopped after the 0.5s grace period with 2 status writes unfinished" in w.stderr())
+    assert statuses(fake) == ("pending", "DeploymentNotReady")
+    assert "Traceback" not in w.stderr()
+
+
 def test_stopped_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
     served = ServedFake()
     config = served.api.kubeconfig(tmp_path)

@@ -243,3 +243,34 @@ async def test_a_want_decided_before_our_last_write_came_back_needs_no_reread(ap
         await h.send.aclose()
     assert h.patcher.stats.conflicts == 0 and len(patches(api)) == 2
     assert available(api, "w")["message"] == "restarted 3"
+
+
+async def test_when_its_input_ends_it_finishes_the_write_under_way(api: FakeApi, client: KubeClient) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    api.fault("patch", Fault("delay", seconds=0.5))
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.patcher.run, h.receive)
+        await h.feed(want(api, "w", "crash"))
+        await wait_for(lambda: h.patcher.unfinished() == 1)
+        await h.send.aclose()  # the watcher is stopping, the write has not been answered yet
+    assert available(api, "w")["reason"] == "ContainerCrashLooping"
+    assert h.patcher.unfinished() == 0
+
+
+async def test_when_its_input_ends_a_reassert_waiting_out_its_backoff_is_dropped(
+    api: FakeApi, client: KubeClient
+) -> None:
+    api.put(PLURAL, dcd("w", NOT_READY))
+    h = Harness(StatusPatcher(client, PatchSettings(reassert_initial=60)))
+    with anyio.fail_after(5):  # not the 60 s of the backoff
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(h.patcher.run, h.receive)
+            await h.feed(want(api, "w", "crash"))
+            await wait_for(lambda: available(api, "w")["reason"] == "ContainerCrashLooping")
+            api.put(PLURAL, dcd("w", NOT_READY))  # another writer overwrites it
+            await h.feed(want(api, "w", "crash"))  # the same again: waits 60 s before writing it
+            await wait_for(lambda: h.patcher.unfinished() == 1)
+            await h.send.aclose()
+    assert len(patches(api)) == 1
+    assert available(api, "w")["reason"] == "DeploymentNotReady"  # the next watcher decides it again
