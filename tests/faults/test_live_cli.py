@@ -195,7 +195,14 @@ def test_record_into_a_folder_that_does_not_exist_exits_73(fake: ServedFake, tmp
 
 
 @pytest.mark.parametrize(
-    "args", [["tail", "-n", "a", "-A"], ["record"], ["run", "--qps", "0"], ["tail", "--watch-idle-timeout", "x"]]
+    "args",
+    [
+        ["tail", "-n", "a", "-A"],
+        ["record"],
+        ["run", "--qps", "0"],
+        ["tail", "--watch-idle-timeout", "x"],
+        ["run", "--grace-period", "-1"],
+    ],
 )
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
