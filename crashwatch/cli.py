@@ -53,7 +53,7 @@ is not written again. Needs get/list/watch on pods, deployments and the Dynamo C
 get/patch on their status subresources.
 
 exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
-to list/watch, 78 no usable kubeconfig, 130 stopped by Ctrl-C.
+to list/watch, 78 no usable kubeconfig or --http-address, 130 stopped by Ctrl-C.
 """
 
 TAIL_EXAMPLES = """\
@@ -65,7 +65,7 @@ Read-only: needs get/list/watch alone. Lines are those of `crashwatch replay`, s
 each event arrived (UTC, milliseconds).
 
 exit codes: 0 stopped by SIGTERM, 2 usage error, 77 not allowed to list/watch, 78 no usable
-kubeconfig, 130 stopped by Ctrl-C.
+kubeconfig or --http-address, 130 stopped by Ctrl-C.
 """
 
 RECORD_EXAMPLES = """\
@@ -110,6 +110,13 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
         "API server sends a bookmark about once a minute)",
+    )
+    parser.add_argument(
+        "--http-address",
+        type=_address,
+        metavar="[HOST]:PORT",
+        help="serve /healthz, /readyz (200 once every watch has listed) and /metrics (Prometheus) there, e.g. "
+        ":8080 on every interface or 127.0.0.1:8080; port 0 picks a free one (default: not served)",
     )
     parser.add_argument(
         "--grace-period",
@@ -247,6 +254,16 @@ def _non_negative_float(text: str) -> float:
     return value
 
 
+def _address(text: str) -> tuple[str | None, int]:
+    """[HOST]:PORT as Go servers take it: no host is every interface; an IPv6 host in brackets."""
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"not [HOST]:PORT: {text!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host or None, int(port)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -318,6 +335,7 @@ def _live(args: argparse.Namespace) -> int:
             output=args.format,
             record=record,
             grace_period=args.grace_period,
+            http_address=args.http_address,
             watch=watch,
             patch=patch,
         )

@@ -29,6 +29,8 @@ from pipeline.aggregate import Aggregator
 from pipeline.changes import Output
 from pipeline.filter import EventFilter
 from pipeline.stages import Changes, Events, Synced, aggregate_stage, filter_stage
+from sinks.http_server import HttpServer
+from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from stream.client import ApiError, ConfigError, KubeClient, backoff
@@ -50,6 +52,7 @@ class LiveOptions:
     output: Format = "text"
     record: str | None = None
     grace_period: float = 10.0
+    http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
     patch: PatchSettings = field(default_factory=PatchSettings)
 
@@ -60,9 +63,11 @@ class _Stop(Exception):
 
 
 @dataclass
-class _Stopping:
-    """A stop asked for by a signal, and how the running watcher winds down (set once it runs)."""
+class _Lifecycle:
+    """Whether every watch has listed, whether a signal asked for a stop, and how the running watcher
+    winds down (set once it runs)."""
 
+    synced: bool = False
     requested: bool = False
     code: int = exitcodes.OK
     stop_watches: Callable[[], None] | None = None
@@ -85,21 +90,43 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         log(str(exc))
         return exitcodes.CONFIG
     code = exitcodes.OK
-    stopping = _Stopping()
+    life = _Lifecycle()
+    metrics = Metrics() if options.http_address else None
+    server: HttpServer | None = None
+    if options.http_address is not None and metrics is not None:
+        host, port = options.http_address
+        server = HttpServer(host, port, metrics, lambda: _not_ready(life))
+        try:
+            url = await server.start()
+        except OSError as exc:
+            log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}")
+            await client.close()
+            return exitcodes.CONFIG
+        log(f"serving /healthz, /readyz and /metrics at {url}")
     try:
         async with anyio.create_task_group() as tg:
             # from the start: a stop while the server is still unreachable too
-            tg.start_soon(_signals, stopping, options.grace_period, log)
-            code = await _watch(client, options, out, log, stopping)
-            if stopping.requested:
-                code = stopping.code
+            tg.start_soon(_signals, life, options.grace_period, log)
+            code = await _watch(client, options, out, log, life, metrics)
+            if life.requested:
+                code = life.code
             tg.cancel_scope.cancel()
     except* _Stop as group:
         code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            if server is not None:
+                await server.stop()
             await client.close()
     return code
+
+
+def _not_ready(life: _Lifecycle) -> str | None:
+    if life.requested:
+        return "stopping"
+    if not life.synced:
+        return "not every watch has listed yet"
+    return None
 
 
 async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str], None]) -> str | None:
@@ -122,7 +149,12 @@ async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str
 
 
 async def _watch(
-    client: KubeClient, options: LiveOptions, out: BinaryIO, log: Callable[[str], None], stopping: _Stopping
+    client: KubeClient,
+    options: LiveOptions,
+    out: BinaryIO,
+    log: Callable[[str], None],
+    life: _Lifecycle,
+    metrics: Metrics | None,
 ) -> int:
     version = await _discover(client, options, log)
     resources: list[Resource] = [PODS, DEPLOYMENTS]
@@ -161,8 +193,12 @@ async def _watch(
                 send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_status)
                 patcher = StatusPatcher(client, options.patch, log)
-                stopping.unfinished = patcher.unfinished
+                life.unfinished = patcher.unfinished
                 tg.start_soon(patcher.run, receive_status)
+            if metrics is not None:
+                send_metrics, receive_metrics = anyio.create_memory_object_stream[list[Output]](BUFFER)
+                sinks.append(send_metrics)
+                tg.start_soon(metrics_sink, receive_metrics, metrics)
             tg.start_soon(aggregate_stage, receive_changes, sinks, Aggregator(clock=now_rfc3339, synced=False))
 
             reflectors = [
@@ -179,11 +215,16 @@ async def _watch(
                 for scope in scopes
             ]
             pending = len(reflectors)
+            if metrics is not None:
+                metrics.count(reflectors, patcher.stats if options.command == "run" else None)
 
             async def listed() -> None:
                 nonlocal pending
                 pending -= 1
                 if pending == 0:
+                    life.synced = True
+                    if metrics is not None:
+                        metrics.synced.set(1)
                     count = sum(len(r.known) for r in reflectors)
                     log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
                     if options.command == "run":  # only `run` has statuses to decide
@@ -191,7 +232,7 @@ async def _watch(
 
             # send_events is closed once the watches stop: the stages drain, then end
             async with send_events, anyio.create_task_group() as watches:
-                stopping.stop_watches = watches.cancel_scope.cancel
+                life.stop_watches = watches.cancel_scope.cancel
                 for reflector in reflectors:
                     watches.start_soon(reflector.run, listed)
     except* Fatal as group:
@@ -206,15 +247,15 @@ async def _watch(
     return code
 
 
-async def _signals(stopping: _Stopping, grace: float, log: Callable[[str], None]) -> None:
+async def _signals(life: _Lifecycle, grace: float, log: Callable[[str], None]) -> None:
     """SIGTERM stops the watcher cleanly (exit 0); SIGINT too, with 130 as a shell expects."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             code = exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED
-            if stopping.stop_watches is None:  # the watches have not started: nothing to finish
+            if life.stop_watches is None:  # the watches have not started: nothing to finish
                 raise _Stop(code)
-            stopping.code, stopping.requested = code, True
-            stopping.stop_watches()
+            life.code, life.requested = code, True
+            life.stop_watches()
             log(
                 f"{signal.Signals(signum).name}: stopping; finishing what was received "
                 f"(at most {grace:g}s, a second signal stops at once)"
@@ -222,13 +263,13 @@ async def _signals(stopping: _Stopping, grace: float, log: Callable[[str], None]
             break
         with anyio.move_on_after(grace):
             async for _ in signals:
-                raise _Stop(stopping.code)
-        unfinished = stopping.unfinished()
+                raise _Stop(life.code)
+        unfinished = life.unfinished()
         log(
             f"stopped after the {grace:g}s grace period"
             + (f" with {unfinished} status write{'s' * (unfinished != 1)} unfinished" if unfinished else "")
         )
-        raise _Stop(stopping.code)
+        raise _Stop(life.code)
 
 
 def run_live(options: LiveOptions) -> int:

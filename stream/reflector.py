@@ -97,6 +97,8 @@ class Reflector:
         self.known: dict[tuple[str, str], tuple[str, str]] = {}
         self.lists = 0  # how many LISTs completed (the first, then one per 410)
         self.watches = 0  # how many WATCH requests were opened
+        self.events = 0  # how many events were handed on (a relist's derived ones included)
+        self.errors = 0  # how many failed requests were retried
         self.where = resource.describe(namespace)
 
     async def run(self, listed: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -119,8 +121,13 @@ class Reflector:
             if received:
                 failures = 0
 
+    async def _hand_on(self, events: list[WatchEvent]) -> None:
+        self.events += len(events)
+        await self.emit(events)
+
     async def _back_off(self, failures: int, exc: _Retry, what: str, then: str) -> int:
         """Say what failed, wait (jittered, doubling, at least Retry-After); the failures so far."""
+        self.errors += 1
         delay = backoff(failures, self.settings.initial_backoff, self.settings.max_backoff)
         if exc.retry_after is not None:
             delay = max(delay, exc.retry_after)
@@ -225,7 +232,7 @@ class Reflector:
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:
-            await self.emit(events)
+            await self._hand_on(events)
 
     def _record_item(self, kind: str, raw: bytes, time: str) -> bytes:
         """A List item as a watch event line: the item lacks `kind` and `apiVersion`, so they go first."""
@@ -308,8 +315,8 @@ class Reflector:
                     self.tap(line.rstrip()[:-1] + b',"time":"' + time.encode() + b'"}')
         except (Gone, _Retry):
             if events:  # what came before the trouble is good: hand it on first
-                await self.emit(events)
+                await self._hand_on(events)
             raise
         if events:
-            await self.emit(events)
+            await self._hand_on(events)
         return bool(events)

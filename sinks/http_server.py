@@ -1,0 +1,56 @@
+"""The watcher's HTTP endpoints, for Kubernetes probes and Prometheus.
+
+`/healthz` (liveness) answers while the process's event loop runs: an API server that cannot be reached
+is not a reason to restart the watcher, which retries on its own (and a restarted one would only retry
+too). `/readyz` answers 200 once every watch has listed (before that no status is decided) and 503 once
+a stop has begun. `/metrics` is the Prometheus text exposition of sinks.metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from sinks.metrics import CONTENT_TYPE, Metrics
+
+NotReady = Callable[[], str | None]  # why it is not ready, or None when it is
+
+
+class HttpServer:
+    def __init__(self, host: str | None, port: int, metrics: Metrics, not_ready: NotReady) -> None:
+        self.host, self.port = host, port
+        self.metrics = metrics
+        self.not_ready = not_ready
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+
+    async def start(self) -> str:
+        """Listen; the URL it listens on (the port chosen, when asked for port 0). OSError if it cannot."""
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        try:
+            await site.start()
+        except OSError:
+            await self._runner.cleanup()
+            raise
+        host, port = self._runner.addresses[0][:2]
+        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+
+    async def stop(self) -> None:
+        await self._runner.cleanup()
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok\n")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        reason = self.not_ready()
+        if reason is not None:
+            return web.Response(status=503, text=f"not ready: {reason}\n")
+        return web.Response(text="ok\n")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})

@@ -1,0 +1,143 @@
+"""What a long-lived watcher tells Prometheus on `/metrics`: what it sees failing now, and how its watches
+and status writes are doing.
+
+The gauges of what is failing follow the verdict changes, as any other sink does. The counters are kept
+where they are counted, as plain numbers on the reflectors and the patcher, and read when Prometheus
+scrapes: neither needs a metrics library, and the hot path pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Protocol
+
+from anyio.abc import ObjectReceiveStream
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pipeline.changes import ComponentChange, GraphChange, Output
+from stream.resources import Resource
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class WatchCounts(Protocol):
+    """What a reflector counts (stream.reflector.Reflector)."""
+
+    resource: Resource
+    namespace: str | None  # None: all namespaces
+    events: int
+    lists: int
+    watches: int
+    errors: int
+
+
+class WriteCounts(Protocol):
+    """What the status patcher counts (sinks.status.PatchStats)."""
+
+    writes: int
+    conflicts: int
+    retries: int
+    unchanged: int
+    failures: int
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.crash_looping = Gauge(
+            "crashwatch_crash_looping_components",
+            "Components crash-looping now, per graph.",
+            ["namespace", "graph"],
+            registry=self.registry,
+        )
+        self.failed = Gauge(
+            "crashwatch_failed_graphs", "Graphs failed now because a component crash-loops.", registry=self.registry
+        )
+        self.synced = Gauge(
+            "crashwatch_synced",
+            "1 once every watched resource has been listed: verdicts and statuses are decided from then on.",
+            registry=self.registry,
+        )
+        self._components: dict[tuple[str, str], set[str]] = {}
+        self._failed: set[tuple[str, str]] = set()
+        self._counts = _Counts()
+        self.registry.register(self._counts)
+
+    def count(self, watches: Iterable[WatchCounts], writes: WriteCounts | None) -> None:
+        """Where the counters are read from at each scrape."""
+        self._counts.watches = list(watches)
+        self._counts.writes = writes
+
+    def observe(self, outputs: Sequence[Output]) -> None:
+        for output in outputs:
+            if isinstance(output, ComponentChange):
+                key = (output.namespace, output.graph)
+                members = self._components.setdefault(key, set())
+                if output.finding is not None:
+                    members.add(output.component)
+                else:
+                    members.discard(output.component)
+                if members:
+                    self.crash_looping.labels(*key).set(len(members))
+                else:
+                    del self._components[key]
+                    self.crash_looping.remove(*key)  # no series left behind for a graph that recovered
+            elif isinstance(output, GraphChange):
+                if output.failed:
+                    self._failed.add((output.namespace, output.graph))
+                else:
+                    self._failed.discard((output.namespace, output.graph))
+                self.failed.set(len(self._failed))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+async def metrics_sink(receive: ObjectReceiveStream[list[Output]], metrics: Metrics) -> None:
+    async with receive:
+        async for batch in receive:
+            metrics.observe(batch)
+
+
+class _Counts(Collector):
+    def __init__(self) -> None:
+        self.watches: list[WatchCounts] = []
+        self.writes: WriteCounts | None = None
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["resource", "namespace"]
+        families = {
+            "events": CounterMetricFamily(
+                "crashwatch_watch_events", "Watch events received (a relist's derived ones included).", labels=labels
+            ),
+            "lists": CounterMetricFamily(
+                "crashwatch_lists", "Completed LISTs: the first, then one per 410 Gone.", labels=labels
+            ),
+            "watches": CounterMetricFamily("crashwatch_watches", "WATCH requests opened.", labels=labels),
+            "errors": CounterMetricFamily(
+                "crashwatch_watch_errors", "Failed LIST and WATCH requests, each retried.", labels=labels
+            ),
+        }
+        for watch in self.watches:
+            for name, family in families.items():
+                family.add_metric([watch.resource.plural, watch.namespace or ""], getattr(watch, name))
+        yield from families.values()
+        if self.writes is not None:
+            w = self.writes
+            results = CounterMetricFamily(
+                "crashwatch_status_writes",
+                "Status writes by outcome: written, found already saying it, or given up.",
+                labels=["result"],
+            )
+            results.add_metric(["written"], w.writes)
+            results.add_metric(["unchanged"], w.unchanged)
+            results.add_metric(["failed"], w.failures)
+            yield results
+            yield CounterMetricFamily(
+                "crashwatch_status_write_conflicts", "Status writes refused with 409 Conflict.", value=w.conflicts
+            )
+            yield CounterMetricFamily(
+                "crashwatch_status_write_retries", "Status writes retried after 429 or 5xx.", value=w.retries
+            )
