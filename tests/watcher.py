@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
@@ -63,6 +66,12 @@ class Watcher:
     def stderr(self) -> str:
         return "\n".join(self.snapshot(self.err))
 
+    def served_at(self) -> str:
+        """The URL of its /healthz, /readyz and /metrics (--http-address), as it says on stderr."""
+        pattern = re.compile(r"serving /healthz, /readyz and /metrics at (\S+)")
+        self.wait_for(lambda: pattern.search(self.stderr()) is not None, what="the HTTP endpoints")
+        return pattern.search(self.stderr()).group(1)  # type: ignore[union-attr]
+
     def writes(self) -> list[str]:
         """The status writes it reported on stderr."""
         return [line for line in self.snapshot(self.err) if line.startswith("crashwatch: wrote ")]
@@ -87,3 +96,12 @@ class Watcher:
 
 def kubeconfig_args(kubeconfig: Path, *extra: str) -> tuple[str, ...]:
     return ("--kubeconfig", str(kubeconfig), *extra)
+
+
+def http_get(url: str) -> tuple[int, str]:
+    """Status and body, error statuses included."""
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()

@@ -27,7 +27,7 @@ from dynamo import (
 )
 from kube import ApiError, Kube, crash_loop, make_ready
 from tcpproxy import TcpProxy
-from watcher import Watcher
+from watcher import Watcher, http_get
 
 pytestmark = pytest.mark.e2e
 
@@ -339,10 +339,15 @@ def test_the_watcher_pods_rbac_is_enough_to_run(
     config = envtest.write_kubeconfig(tmp_path / "sa", control_plane.url, control_plane.certs["ca.crt"], token=token)
     make_graph(kube, namespace, deployments=False)
     labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
-    with watch(config, namespace) as w:
+    with watch(config, namespace, "run", "--http-address", "127.0.0.1:0") as w:
         w.wait_synced()
+        url = w.served_at()
+        assert http_get(f"{url}/readyz") == (200, "ok\n")
         crash_loop(kube, namespace, "llm-worker-0")
         wait(lambda: failed(kube, namespace) and crash_looping(kube, namespace, "llm-worker"), 10, "failed")
         time.sleep(0.5)
+        status, metrics = http_get(f"{url}/metrics")
     assert len(w.writes()) == 2
+    assert status == 200 and 'crashwatch_status_writes_total{result="written"} 2.0' in metrics
+    assert f'crashwatch_crash_looping_components{{graph="llm",namespace="{namespace}"}} 1.0' in metrics
     assert "not allowed" not in w.stderr() and "cannot write" not in w.stderr()

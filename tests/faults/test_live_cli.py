@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import re
 import signal
 import socket
 import threading
 import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli import run
 from fakeapi import FakeApi, Fault, crashing
-from watcher import Watcher
+from watcher import Watcher, http_get
 
 
 class ServedFake:
@@ -143,34 +141,21 @@ def test_a_write_that_outlasts_the_grace_period_or_a_second_signal_is_left(
     assert "Traceback" not in w.stderr()
 
 
-def get(url: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def served_at(w: Watcher) -> str:
-    w.wait_for(lambda: "serving /healthz" in w.stderr(), what="the HTTP endpoints")
-    return re.search(r"serving /healthz, /readyz and /metrics at (\S+)", w.stderr()).group(1)  # type: ignore[union-attr]
-
-
 def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path) -> None:
     put_graph(fake)
     # the first list of Pods fails, to be retried in 3 s: the watcher is not ready until then
     fake.do(fake.api.fault, "list pods", Fault("status", status=503, headers={"Retry-After": "3"}))
     fake.do(fake.api.fault, "patch", Fault("delay", seconds=3))
     with Watcher("run", "--http-address", "127.0.0.1:0", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
-        url = served_at(w)
-        assert get(f"{url}/healthz") == (200, "ok\n")
-        assert get(f"{url}/readyz") == (503, "not ready: not every watch has listed yet\n")
+        url = w.served_at()
+        assert http_get(f"{url}/healthz") == (200, "ok\n")
+        assert http_get(f"{url}/readyz") == (503, "not ready: not every watch has listed yet\n")
         w.wait_synced()
-        assert get(f"{url}/readyz") == (200, "ok\n")
+        assert http_get(f"{url}/readyz") == (200, "ok\n")
         fake.do(fake.api.put, "pods", crashing("p-0"))
         w.wait_line("CRASH-LOOPING")
         w.wait_for(lambda: status_writes(fake) == 2, what="the DCD and DGD writes")
-        status, metrics = get(f"{url}/metrics")
+        status, metrics = http_get(f"{url}/metrics")
         assert status == 200
         assert 'crashwatch_crash_looping_components{graph="g",namespace="ns"} 1.0' in metrics
         assert "crashwatch_failed_graphs 1.0" in metrics and "crashwatch_synced 1.0" in metrics
@@ -178,10 +163,10 @@ def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path)
         assert 'crashwatch_lists_total{namespace="ns",resource="pods"} 1.0' in metrics
         w.process.send_signal(signal.SIGTERM)  # one status write is still waiting for its answer
         w.wait_for(lambda: "SIGTERM: stopping" in w.stderr(), what="the stop")
-        assert get(f"{url}/readyz") == (503, "not ready: stopping\n")
+        assert http_get(f"{url}/readyz") == (503, "not ready: stopping\n")
         assert w.process.wait(timeout=10) == 0
     with pytest.raises(urllib.error.URLError):
-        get(f"{url}/healthz")  # and nothing listens there any more
+        http_get(f"{url}/healthz")  # and nothing listens there any more
     assert "Traceback" not in w.stderr()
 
 
