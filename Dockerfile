@@ -15,5 +15,6 @@ FROM python:3.11-slim
 COPY --from=build /opt/crashwatch /opt/crashwatch
 ENV PATH=/opt/crashwatch/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 USER 10001:10001
+EXPOSE 8080
 ENTRYPOINT ["crashwatch"]
-CMD ["run", "--all-namespaces"]
+CMD ["run", "--all-namespaces", "--http-address", ":8080"]
