@@ -68,7 +68,7 @@ class _Lifecycle:
     winds down (set once it runs)."""
 
     synced: bool = False
-    requested: bool = False
+    stopping: bool = False
     code: int = exitcodes.OK
     stop_watches: Callable[[], None] | None = None
     unfinished: Callable[[], int] = lambda: 0
@@ -91,9 +91,10 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         return exitcodes.CONFIG
     code = exitcodes.OK
     life = _Lifecycle()
-    metrics = Metrics() if options.http_address else None
+    metrics: Metrics | None = None
     server: HttpServer | None = None
-    if options.http_address is not None and metrics is not None:
+    if options.http_address is not None:
+        metrics = Metrics()
         host, port = options.http_address
         server = HttpServer(host, port, metrics, lambda: _not_ready(life))
         try:
@@ -108,7 +109,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
             # from the start: a stop while the server is still unreachable too
             tg.start_soon(_signals, life, options.grace_period, log)
             code = await _watch(client, options, out, log, life, metrics)
-            if life.requested:
+            if life.stopping:
                 code = life.code
             tg.cancel_scope.cancel()
     except* _Stop as group:
@@ -122,7 +123,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
 
 
 def _not_ready(life: _Lifecycle) -> str | None:
-    if life.requested:
+    if life.stopping:
         return "stopping"
     if not life.synced:
         return "not every watch has listed yet"
@@ -254,7 +255,7 @@ async def _signals(life: _Lifecycle, grace: float, log: Callable[[str], None]) -
             code = exitcodes.OK if signum == signal.SIGTERM else exitcodes.INTERRUPTED
             if life.stop_watches is None:  # the watches have not started: nothing to finish
                 raise _Stop(code)
-            life.code, life.requested = code, True
+            life.code, life.stopping = code, True
             life.stop_watches()
             log(
                 f"{signal.Signals(signum).name}: stopping; finishing what was received "
