@@ -9,8 +9,8 @@ or dropped if the object already says it. 429 and 5xx are retried with backoff, 
 A token bucket bounds the rate of writes. When another writer overwrites a failure that still holds,
 the aggregator wants the same status again; writing the same thing again waits with per-object
 exponential backoff, so two writers never fight in a tight loop. When its input ends (the watcher is
-stopping), the writes under way and those not yet sent are finished, and the reasserts waiting out their
-backoff are dropped: the next watcher decides them again from what it observes.
+stopping), the writes under way and those not yet sent are finished, and the reasserts of overwritten
+statuses are dropped, never waited for: the next watcher decides them again from what it observes.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ class StatusPatcher:
                         self._want(item, tg)
             self._closing = True
             for entry in self._objects.values():
-                entry.woken.set()  # a reassert waiting out its backoff gives up (see _drive)
+                entry.woken.set()  # a reassert waiting out its backoff is dropped (see _drive)
 
     def unfinished(self) -> int:
         """Objects with a write under way or waiting to be sent."""
