@@ -13,10 +13,11 @@ from typing import Protocol
 
 from anyio.abc import ObjectReceiveStream
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pipeline.changes import ComponentChange, GraphChange, Output
+from sinks.status import DELAY_BUCKETS
 from stream.resources import Resource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -41,6 +42,8 @@ class WriteCounts(Protocol):
     retries: int
     unchanged: int
     failures: int
+    delays: list[int]  # per bucket of DELAY_BUCKETS, then over the last
+    delay_sum: float
 
 
 class Metrics:
@@ -140,4 +143,14 @@ class _Counts(Collector):
             )
             yield CounterMetricFamily(
                 "crashwatch_status_write_retries", "Status writes retried after 429 or 5xx.", value=w.retries
+            )
+            cumulative, buckets = 0, []
+            for bound, count in zip((*map(str, DELAY_BUCKETS), "+Inf"), w.delays, strict=True):
+                cumulative += count
+                buckets.append((bound, cumulative))
+            yield HistogramMetricFamily(
+                "crashwatch_status_write_delay_seconds",
+                "From the watch event that decided a status to the write that landed it.",
+                buckets=buckets,
+                sum_value=w.delay_sum,
             )

@@ -15,6 +15,7 @@ statuses are dropped, never waited for: the next watcher decides them again from
 
 from __future__ import annotations
 
+import bisect
 import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +79,11 @@ class _Object:
     wrote_to: str = ""
 
 
+# upper bounds (seconds) of the buckets of write delays: from the event that decided a status to the
+# write that landed it
+DELAY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+
+
 @dataclass
 class PatchStats:
     writes: int = 0
@@ -85,6 +91,12 @@ class PatchStats:
     retries: int = 0
     unchanged: int = 0  # found already saying what was wanted when read again
     failures: int = 0
+    delays: list[int] = field(default_factory=lambda: [0] * (len(DELAY_BUCKETS) + 1))  # per bucket, then over
+    delay_sum: float = 0.0
+
+    def observe_delay(self, seconds: float) -> None:
+        self.delays[bisect.bisect_left(DELAY_BUCKETS, seconds)] += 1
+        self.delay_sum += seconds
 
 
 class StatusPatcher:
@@ -210,7 +222,11 @@ class StatusPatcher:
                     return False  # superseded while waiting: the newer one is written instead
                 continue
             self.stats.writes += 1
-            self.log(f"wrote {where}: {_describe(current)}{_since(wanted.time)}")
+            late = _delay(wanted.time)
+            if late is not None:
+                self.stats.observe_delay(late)
+            after = f" ({late * 1000:.0f} ms after the event)" if late is not None else ""
+            self.log(f"wrote {where}: {_describe(current)}{after}")
             try:
                 entry.wrote_on, entry.wrote_to = current.resource_version, _written(response.body)
             except (msgspec.DecodeError, msgspec.ValidationError):
@@ -284,15 +300,16 @@ def _describe(wanted: StatusWanted) -> str:
     return f"{state}{c.type}={c.status} {c.reason}"
 
 
-def _since(event_time: str) -> str:
-    """How long after the event that decided it a write landed (live events carry milliseconds)."""
+def _delay(event_time: str) -> float | None:
+    """Seconds since the event that decided a write, when its time says (live events carry milliseconds;
+    a time to the second says too little)."""
     if "." not in event_time:
-        return ""
+        return None
     try:
         then = datetime.datetime.fromisoformat(event_time.replace("Z", "+00:00"))
     except ValueError:
-        return ""
-    return f" ({(datetime.datetime.now(datetime.UTC) - then).total_seconds() * 1000:.0f} ms after the event)"
+        return None
+    return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
 
 
 def _now() -> str:

@@ -155,12 +155,14 @@ def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path)
         fake.do(fake.api.put, "pods", crashing("p-0"))
         w.wait_line("CRASH-LOOPING")
         w.wait_for(lambda: status_writes(fake) == 2, what="the DCD and DGD writes")
+        w.wait_for(lambda: len(w.writes()) == 1, what="the write that is not delayed, landed")
         status, metrics = http_get(f"{url}/metrics")
         assert status == 200
         assert 'crashwatch_crash_looping_components{graph="g",namespace="ns"} 1.0' in metrics
         assert "crashwatch_failed_graphs 1.0" in metrics and "crashwatch_synced 1.0" in metrics
         assert 'crashwatch_watch_errors_total{namespace="ns",resource="pods"} 1.0' in metrics
         assert 'crashwatch_lists_total{namespace="ns",resource="pods"} 1.0' in metrics
+        assert "crashwatch_status_write_delay_seconds_count 1.0" in metrics  # the other is still delayed
         w.process.send_signal(signal.SIGTERM)  # one status write is still waiting for its answer
         w.wait_for(lambda: "SIGTERM: stopping" in w.stderr(), what="the stop")
         assert http_get(f"{url}/readyz") == (503, "not ready: stopping\n")

@@ -82,3 +82,19 @@ def test_tail_has_no_status_write_counters() -> None:
     metrics.count([], None)
     assert b"crashwatch_status_writes" not in metrics.exposition()
     assert metrics.registry.get_sample_value("crashwatch_synced") == 0
+
+
+def test_write_delays_are_a_histogram_whose_bounds_include_their_value() -> None:
+    metrics = Metrics()
+    stats = PatchStats()
+    metrics.count([], stats)
+    for seconds in (0.03, 0.05, 0.2, 100.0):  # 0.05 is in the 0.05 bucket; 100 s is past the last one
+        stats.observe_delay(seconds)
+    sample = metrics.registry.get_sample_value
+    assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "0.05"}) == 2
+    assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "0.1"}) == 2
+    assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "0.25"}) == 3
+    assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "60.0"}) == 3
+    assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "+Inf"}) == 4
+    assert sample("crashwatch_status_write_delay_seconds_count") == 4
+    assert sample("crashwatch_status_write_delay_seconds_sum") == 100.28
