@@ -19,7 +19,7 @@ from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
 from pipeline.crashloop import Finding
 from pipeline.filter import ObjectChange, ObjectKey
 from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
-from pipeline.status import dcd_available, dgd_ready, wanted_status
+from pipeline.status import dcd_available, dcd_stalled, dgd_ready, dgd_stalled, wanted_status
 from pipeline.views import (
     ComponentKey,
     DeploymentView,
@@ -436,8 +436,8 @@ class Aggregator:
         finding = state.reported if state is not None else None
         owned = sorted(self._deployment_by_dcd.get(key))
         deployment = self.deployments[owned[0]] if owned else None
-        condition = dcd_available(dcd, finding, deployment)
-        return self._want(("dcd", key), dcd, condition, None, now)
+        decided = (dcd_available(dcd, finding, deployment), dcd_stalled(dcd, finding))
+        return self._want(("dcd", key), dcd, decided, None, now)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
         dgd = self._effective(("dgd", graph), self.dgds.get(graph))
@@ -446,10 +446,9 @@ class Aggregator:
         state = self._graphs.get(graph)
         verdict = state.verdict if state is not None else HEALTHY
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
-        wanted = dgd_ready(dgd, verdict, [d for d in dcds if d is not None])
-        if wanted is None:
-            return []
-        return self._want(("dgd", graph), dgd, wanted[1], wanted[0], now)
+        ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None])
+        state, condition = ready if ready is not None else (None, None)
+        return self._want(("dgd", graph), dgd, (condition, dgd_stalled(dgd, verdict)), state, now)
 
     def _effective(self, sent_key: tuple[str, ObjectKey], view: StatusView | None) -> StatusView | None:
         """The object as it will read once our last write lands, while no newer observation came in.
@@ -472,11 +471,11 @@ class Aggregator:
         self,
         sent_key: tuple[str, ObjectKey],
         view: StatusView,
-        condition: Condition | None,
+        decided: tuple[Condition | None, ...],
         state: str | None,
         now: str,
     ) -> list[Output]:
-        wanted = wanted_status(view, condition, state, now) if condition is not None else None
+        wanted = wanted_status(view, tuple(c for c in decided if c is not None), state, now)
         if wanted is None:
             return []
         observed = self.dcds.get(sent_key[1]) if sent_key[0] == "dcd" else self.dgds.get(sent_key[1])

@@ -39,8 +39,10 @@ class GraphChange(msgspec.Struct, frozen=True, gc=False):
 class StatusWanted(msgspec.Struct, frozen=True, gc=False):
     """The status crashwatch wants a DCD or DGD to have, against the status last observed on it.
 
-    `condition` is the one condition crashwatch owns on that kind (`Available` on a DCD, `Ready` on a DGD);
-    `conditions` is the observed list with it merged in; `state` is set for a DGD only.
+    `decided` are the conditions crashwatch decides on this write: the one it shares with the operator
+    (`Available` on a DCD, `Ready` on a DGD) when it reports or clears a failure there, and the kstatus
+    condition `Stalled`, which it owns outright. `conditions` is the observed list with them merged in;
+    `state` is set for a DGD only.
     """
 
     time: str
@@ -50,13 +52,18 @@ class StatusWanted(msgspec.Struct, frozen=True, gc=False):
     name: str
     uid: str
     resource_version: str  # of the observation this was decided on: the write's precondition
-    condition: Condition
+    decided: tuple[Condition, ...]
     conditions: tuple[Condition, ...]
     state: str | None
 
-    def owned(self) -> tuple[str, str, str, str | None]:
+    @property
+    def condition(self) -> Condition:
+        """The first decided condition: the shared one when this write reports or clears a failure."""
+        return self.decided[0]
+
+    def owned(self) -> tuple[object, ...]:
         """What of this status crashwatch decides: two wants with the same are the same write."""
-        return (self.condition.status, self.condition.reason, self.condition.message, self.state)
+        return (self.state, *((c.type, c.status, c.reason, c.message) for c in self.decided))
 
     def patch(self) -> dict[str, object]:
         """The JSON merge patch body: conditions is a list, so it is sent whole."""

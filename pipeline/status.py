@@ -1,14 +1,18 @@
 """Which status crashwatch wants on a DCD or DGD, following "How crashwatch shares status with the operator".
 
 crashwatch owns exactly the failure it asserts: it writes to report a crash loop, and to clear a failure it
-reported once no crash loop remains; then it speaks the operator's vocabulary. Anything else is left alone,
-and a status that already says what is wanted yields no write. Sending, retrying and backing off belong to
-the patcher sink; this module only decides.
+reported once no crash loop remains; then it speaks the operator's vocabulary. Beside that it owns the kstatus
+condition `Stalled` outright (the operator never writes it): True while a crash loop holds, False once it
+clears, so Helm 4, Flux and kpt, which read `Ready=False` as "in progress", fail fast instead of timing out.
+Anything else is left alone, and a status that already says what is wanted yields no write. Sending,
+retrying and backing off belong to the patcher sink; this module only decides.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+
+import msgspec
 
 from pipeline.changes import StatusWanted
 from pipeline.crashloop import Finding
@@ -19,6 +23,9 @@ from stream.objects import Condition
 DCD_CONDITION = "Available"
 DCD_REASON_CRASH_LOOPING = "ContainerCrashLooping"
 DGD_CONDITION = "Ready"
+STALLED = "Stalled"
+DGD_STALLED_REASON = "ComponentCrashLooping"
+STALLED_CLEARED_REASON = "NoCrashLoop"
 
 
 def _same(a: Condition | None, b: Condition) -> bool:
@@ -31,24 +38,49 @@ def _same(a: Condition | None, b: Condition) -> bool:
     )
 
 
-def _merge(view: StatusView, wanted: Condition, now: str) -> tuple[Condition, tuple[Condition, ...]]:
-    """Replace the owned condition, keeping its transition time when its status did not change."""
+def _merge(
+    view: StatusView, decided: tuple[Condition, ...], now: str
+) -> tuple[tuple[Condition, ...], tuple[Condition, ...]]:
+    """Replace the decided conditions, each keeping its transition time when its status did not change."""
     if "." in now:  # metav1.Time has whole seconds; live events are stamped to the millisecond
         now = now.partition(".")[0] + "Z"
-    old = view.condition(wanted.type)
-    since = old.last_transition_time if old is not None and old.status == wanted.status else now
-    wanted = Condition(
-        type=wanted.type,
-        status=wanted.status,
-        reason=wanted.reason,
-        message=wanted.message,
-        observed_generation=wanted.observed_generation,
-        last_transition_time=since or now,
+    merged = list(view.conditions)
+    stamped = []
+    for wanted in decided:
+        old = view.condition(wanted.type)
+        since = old.last_transition_time if old is not None and old.status == wanted.status else now
+        wanted = msgspec.structs.replace(wanted, last_transition_time=since or now)
+        stamped.append(wanted)
+        if old is None:
+            merged.append(wanted)
+        else:
+            merged = [wanted if c.type == wanted.type else c for c in merged]
+    return tuple(stamped), tuple(merged)
+
+
+def stalled(view: StatusView, crash_looping: bool, reason: str, message: str, cleared: str) -> Condition | None:
+    """The kstatus `Stalled` condition crashwatch wants: True while a crash loop holds; False once it
+    clears where it said True (absent or False stays as it is, so a healthy object is never written)."""
+    if crash_looping:
+        return Condition(STALLED, "True", reason, message, observed_generation=view.generation)
+    current = view.condition(STALLED)
+    if current is None or current.status != "True":
+        return None
+    return Condition(STALLED, "False", STALLED_CLEARED_REASON, cleared, observed_generation=view.generation)
+
+
+def dcd_stalled(dcd: StatusView, finding: Finding | None) -> Condition | None:
+    return stalled(
+        dcd,
+        finding is not None,
+        DCD_REASON_CRASH_LOOPING,
+        finding.describe() if finding is not None else "",
+        "no container is crash-looping",
     )
-    merged = [wanted if c.type == wanted.type else c for c in view.conditions]
-    if old is None:
-        merged.append(wanted)
-    return wanted, tuple(merged)
+
+
+def dgd_stalled(dgd: StatusView, verdict: GraphVerdict) -> Condition | None:
+    return stalled(dgd, verdict.failed, DGD_STALLED_REASON, verdict.message, "no component is crash-looping")
 
 
 def dcd_available(dcd: StatusView, finding: Finding | None, deployment: DeploymentView | None) -> Condition | None:
@@ -117,11 +149,15 @@ def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]
     )
 
 
-def wanted_status(view: StatusView, condition: Condition, state: str | None, now: str) -> StatusWanted | None:
+def wanted_status(
+    view: StatusView, decided: tuple[Condition, ...], state: str | None, now: str
+) -> StatusWanted | None:
     """A StatusWanted when the object does not already say this, else None (so restarts write nothing)."""
-    if _same(view.condition(condition.type), condition) and (state is None or view.state == state):
+    if not decided:
         return None
-    merged_condition, conditions = _merge(view, condition, now)
+    if all(_same(view.condition(c.type), c) for c in decided) and (state is None or view.state == state):
+        return None
+    stamped, conditions = _merge(view, decided, now)
     return StatusWanted(
         time=now,
         api_version=view.api_version,
@@ -130,7 +166,7 @@ def wanted_status(view: StatusView, condition: Condition, state: str | None, now
         name=view.name,
         uid=view.uid,
         resource_version=view.resource_version,
-        condition=merged_condition,
+        decided=stamped,
         conditions=conditions,
         state=state,
     )

@@ -68,7 +68,7 @@ class TokenBucket:
 class _Object:
     wanted: StatusWanted | None = None
     busy: bool = False
-    written: tuple[str, str, str, str | None] | None = None  # what our last successful write said
+    written: tuple[object, ...] | None = None  # what our last successful write said
     written_at: float = 0.0
     repeats: int = 0  # writes in a row of the same status: another writer keeps overwriting it
     woken: anyio.Event = field(default_factory=anyio.Event)
@@ -262,7 +262,7 @@ class StatusPatcher:
         view = status_view(obj)
         if view.uid != wanted.uid:
             return False, None
-        return True, wanted_status(view, wanted.condition, wanted.state, self.clock())
+        return True, wanted_status(view, wanted.decided, wanted.state, self.clock())
 
 
 class _Meta(msgspec.Struct, rename="camel"):
@@ -295,9 +295,8 @@ def _resource(wanted: StatusWanted) -> Resource:
 
 
 def _describe(wanted: StatusWanted) -> str:
-    c = wanted.condition
     state = f"state={wanted.state} " if wanted.state is not None else ""
-    return f"{state}{c.type}={c.status} {c.reason}"
+    return state + ", ".join(f"{c.type}={c.status} {c.reason}" for c in wanted.decided)
 
 
 def _delay(event_time: str) -> float | None:

@@ -155,11 +155,13 @@ def dgd(
     state: str = "pending",
     reason: str = "some_resources_are_not_ready",
     message: str = "Resources not ready",
+    extra_conditions: list[dict[str, Any]] | None = None,
+    generation: int = 1,
 ) -> dict[str, Any]:
     return {
         "kind": "DynamoGraphDeployment",
         "apiVersion": "nvidia.com/v1beta1",
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-dgd-{name}", "generation": 1},
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-dgd-{name}", "generation": generation},
         "status": {
             "state": state,
             "conditions": [
@@ -171,8 +173,21 @@ def dgd(
                     "observedGeneration": 1,
                     "lastTransitionTime": "2026-11-20T09:00:00Z",
                 }
-            ],
+            ]
+            + (extra_conditions or []),
         },
+    }
+
+
+def stalled(status: str, reason: str, message: str, generation: int = 1) -> dict[str, Any]:
+    """The kstatus condition crashwatch owns on DCDs and DGDs."""
+    return {
+        "type": "Stalled",
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "observedGeneration": generation,
+        "lastTransitionTime": "2026-11-20T09:00:00Z",
     }
 
 

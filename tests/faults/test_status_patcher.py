@@ -52,7 +52,7 @@ def want(api: FakeApi, name: str, message: str) -> StatusWanted:
     """What the aggregator would want, decided on the object as the fake holds it now."""
     obj = msgspec.convert(api.objects[PLURAL][("ns", name)], DynamoComponentDeployment)
     condition = Condition("Available", "False", "ContainerCrashLooping", message, observed_generation=3)
-    wanted = wanted_status(status_view(obj), condition, None, "2026-12-02T10:00:00Z")
+    wanted = wanted_status(status_view(obj), (condition,), None, "2026-12-02T10:00:00Z")
     assert wanted is not None
     return wanted
 
