@@ -443,8 +443,8 @@ class Aggregator:
         dgd = self._effective(("dgd", graph), self.dgds.get(graph))
         if dgd is None or not self.synced:
             return []
-        state = self._graphs.get(graph)
-        verdict = state.verdict if state is not None else HEALTHY
+        graph_state = self._graphs.get(graph)
+        verdict = graph_state.verdict if graph_state is not None else HEALTHY
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
         ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None])
         state, condition = ready if ready is not None else (None, None)
