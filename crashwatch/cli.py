@@ -7,7 +7,9 @@ traceback. Commands and their exit codes are documented in docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -46,8 +48,9 @@ examples:
   # one namespace, through a given kubeconfig and context
   crashwatch run -n dynamo --kubeconfig ~/.kube/prod --context prod-east
 
-what it writes (see shared/DYNAMO.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
-state failed with Ready reason component_crash_looping; both cleared when no crash loop remains.
+what it writes (docs/status.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
+state failed with Ready reason component_crash_looping, and on both the kstatus condition Stalled=True
+(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
 get/patch on their status subresources.
@@ -80,7 +83,44 @@ exit codes: as for tail; 73 the record file cannot be created.
 """
 
 
-def _cluster_options(parser: argparse.ArgumentParser) -> None:
+WAIT_EXAMPLES = """\
+examples:
+  # in CI, after `helm install` or `kubectl apply`: ready, or fail the moment a component crash-loops
+  crashwatch wait dgd/llm -n dynamo --timeout 15m
+
+  # every graph of a namespace, with a machine-readable result
+  crashwatch wait --all -n dynamo -o json
+
+  # as a kubectl plugin
+  kubectl crashwatch wait dgd/llm
+
+It diagnoses the graphs' Pods itself (no watcher needs to run in the cluster; get/list/watch rights are
+enough) and also reads a failure already written to their status (Stalled=True, state failed). Progress
+goes to stderr, one line whenever a graph's standing changes; the result to stdout.
+
+exit codes: 0 every graph is successful at its current generation and none crash-loops, 1 a graph
+failed (a component crash-loops, or its status says failed), 3 a named graph does not exist,
+124 --timeout ran out (stdout says what it still waits for), 2 usage error, 69 the Dynamo CRDs are
+not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
+"""
+
+GET_EXAMPLES = """\
+examples:
+  crashwatch get -n dynamo                # the graphs of a namespace, one row each
+  crashwatch get -A -o wide               # every namespace, with the crash-looping Pods and containers
+  crashwatch get dgd/llm -n dynamo -o json
+
+Columns: NAME, STATE (as the DGD says), VERDICT (crashwatch's: ready, waiting, failed, crash-looping),
+READY (DCDs available / DCDs), CRASH-LOOPING (components with restarts and exit code; -o wide adds the
+Pod and container, and a MESSAGE column).
+
+exit codes: 0 listed, 3 a named graph does not exist, and those of wait for a cluster that cannot be read.
+"""
+
+GRAPH_TYPES = ("dgd", "dynamographdeployment", "dynamographdeployments", "dynamographdeployment.nvidia.com")
+
+
+def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> None:
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
         "-n",
@@ -111,6 +151,8 @@ def _cluster_options(parser: argparse.ArgumentParser) -> None:
         help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
         "API server sends a bookmark about once a minute)",
     )
+    if not serve:
+        return
     parser.add_argument(
         "--http-address",
         type=_address,
@@ -139,8 +181,10 @@ def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # installed as `kubectl-crashwatch` too, so `kubectl crashwatch wait dgd/llm` works as a kubectl plugin
+    plugin = os.path.basename(sys.argv[0]) == "kubectl-crashwatch"
     parser = argparse.ArgumentParser(
-        prog="crashwatch",
+        prog="kubectl crashwatch" if plugin else "crashwatch",
         description="Tell a crash loop from a slow start in NVIDIA Dynamo graphs on Kubernetes.",
     )
     parser.add_argument("--version", action="version", version=f"crashwatch {__version__}")
@@ -230,7 +274,72 @@ def build_parser() -> argparse.ArgumentParser:
         help="the log to write ('-': stdout, and then no verdict lines)",
     )
     _line_format(record, "--format")
+
+    wait = commands.add_parser(
+        "wait",
+        help="wait until graphs are ready; fail as soon as one crash-loops (for CI)",
+        description="Wait until every named DynamoGraphDeployment is successful at its current generation, and "
+        "fail the moment one of its components crash-loops.",
+        epilog=WAIT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    wait.add_argument("graphs", nargs="*", metavar="dgd/NAME", help="the graphs to wait for (dgd/NAME or NAME)")
+    wait.add_argument("--all", action="store_true", help="wait for every graph in the namespace(s)")
+    wait.add_argument(
+        "--timeout",
+        type=_duration,
+        default=300.0,
+        metavar="DURATION",
+        help="give up after this long, with exit 124: 30s, 10m, 1h30m; 0 decides from one list (default: 5m)",
+    )
+    _cluster_options(wait, serve=False)
+    _line_format(wait, "-o", "--output")
+
+    get = commands.add_parser(
+        "get",
+        help="list the graphs once, diagnose them, and print a table",
+        description="List the DynamoGraphDeployments, their DCDs and Pods once, and print each graph's state, "
+        "crashwatch's verdict and its crash-looping components.",
+        epilog=GET_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    get.add_argument("graphs", nargs="*", metavar="dgd/NAME", help="the graphs to show (default: every one)")
+    get.add_argument(
+        "-o", "--output", dest="format", choices=("wide", "json"), default=None, help="wide columns, or JSON"
+    )
+    _cluster_options(get, serve=False)
     return parser
+
+
+def _duration(text: str) -> float:
+    """A duration as kubectl and Go write it (`30s`, `10m`, `1h30m`, `500ms`), or plain seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        parts = re.fullmatch(r"((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)", text.strip())
+        if parts is None:
+            raise argparse.ArgumentTypeError(f"not a duration (like 30s, 10m, 1h): {text!r}") from None
+        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        value = sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text))
+    if not value >= 0 or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
+
+
+def _graph_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str] | None:
+    """The DGD names given (`dgd/NAME`, kubectl's other spellings of the type, or NAME); None for every one."""
+    given = [g for g in args.graphs if g.lower() not in GRAPH_TYPES]  # `get dgd` is `get`
+    if not given:
+        return None
+    names = []
+    for item in given:
+        kind, slash, name = item.rpartition("/")
+        if (slash and kind.lower() not in GRAPH_TYPES) or not name:
+            parser.error(f"not a graph: {item!r} (write dgd/NAME)")
+        names.append(name)
+    if args.all_namespaces or len(args.namespaces) > 1:
+        parser.error("named graphs are looked up in one namespace: give at most one -n, not -A")
+    return names
 
 
 def _number(text: str) -> float:
@@ -295,6 +404,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         if args.command in ("run", "tail", "record"):
             return _live(args)
+        if args.command in ("wait", "get"):
+            names = _graph_names(parser, args)
+            if args.command == "wait" and (names is None) != bool(args.all):
+                parser.error("name the graphs to wait for (dgd/NAME ...), or give --all")
+            return _live(args, names)
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
@@ -309,7 +423,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return exitcodes.USAGE
 
 
-def _live(args: argparse.Namespace) -> int:
+def _live(args: argparse.Namespace, graphs: list[str] | None = None) -> int:
     from crashwatch.live import LiveOptions, run_live
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
@@ -332,10 +446,12 @@ def _live(args: argparse.Namespace) -> int:
             all_namespaces=args.all_namespaces,
             kubeconfig=args.kubeconfig,
             context=args.context,
-            output=args.format,
+            output=args.format or "table",
             record=record,
-            grace_period=args.grace_period,
-            http_address=args.http_address,
+            grace_period=getattr(args, "grace_period", 0.0),
+            http_address=getattr(args, "http_address", None),
+            graphs=graphs,
+            timeout=getattr(args, "timeout", None),
             watch=watch,
             patch=patch,
         )

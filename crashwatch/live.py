@@ -1,9 +1,12 @@
-"""`crashwatch run`, `tail` and `record`: live list+watch sources through the replay's stages and sinks.
+"""`crashwatch run`, `tail`, `record`, `wait` and `get`: live list+watch sources through the replay's
+stages, each command with its own sinks.
 
-The three differ only in their sinks: `tail` prints verdict changes (and needs get/list/watch rights
+They differ only in their sinks: `tail` prints verdict changes (and needs get/list/watch rights
 alone), `run` also writes DCD and DGD status, `record` also writes every event it receives to a log
-that `replay` reads. Statuses are decided only after every resource has been listed once (`Synced`):
-a watcher that starts must see every Pod before it may conclude that a failure has cleared.
+that `replay` reads, `wait` weighs the named graphs into an exit code, `get` prints one snapshot of
+them once everything is listed. Statuses and readiness are decided only after every resource has been
+listed once (`Synced`): a watcher that starts must see every Pod before it may conclude that a failure
+has cleared, and a waiter before it may say a graph does not exist.
 
 A first SIGTERM or SIGINT stops the watches and lets what they already received run through: its lines
 are printed and its status writes finished, for at most the grace period (a Deployment's rollout sends
@@ -13,6 +16,7 @@ one that comes before the watches have started, stops at once.
 
 from __future__ import annotations
 
+import math
 import signal
 import sys
 import time
@@ -33,12 +37,14 @@ from sinks.http_server import HttpServer
 from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
+from sinks.table import GraphTable
+from sinks.wait import GraphWaiter
 from stream.client import ApiError, ConfigError, KubeClient, backoff
 from stream.record import Recorder
 from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
 from stream.resources import DEPLOYMENTS, PODS, Resource, discover_dynamo, dynamo_resources
 
-Command = Literal["run", "tail", "record"]
+Command = Literal["run", "tail", "record", "wait", "get"]
 BUFFER = 64
 
 
@@ -49,8 +55,10 @@ class LiveOptions:
     all_namespaces: bool = False
     kubeconfig: str | None = None
     context: str | None = None
-    output: Format = "text"
+    output: str = "text"  # text|json; for get: table|wide|json
     record: str | None = None
+    graphs: list[str] | None = None  # wait, get: the DGDs named (in the one namespace); None: every one
+    timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -82,8 +90,18 @@ def stderr_log(err: TextIO) -> Callable[[str], None]:
     return log
 
 
+WAIT_CODES = {
+    "ready": exitcodes.OK,
+    "failed": exitcodes.FAILED,
+    "not_found": exitcodes.NOT_FOUND,
+    "timeout": exitcodes.TIMEOUT,
+}
+
+
 async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     log = stderr_log(err)
+    # `wait --timeout 0` decides from one list: no deadline, the waiter gives up after its first look
+    deadline = anyio.current_time() + options.timeout if options.timeout else math.inf
     try:
         client = await KubeClient.connect(options.kubeconfig, options.context)
     except ConfigError as exc:
@@ -108,7 +126,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         async with anyio.create_task_group() as tg:
             # from the start: a stop while the server is still unreachable too
             tg.start_soon(_signals, life, options.grace_period, log)
-            code = await _watch(client, options, out, log, life, metrics)
+            code = await _watch(client, options, out, log, life, metrics, deadline)
             if life.stopping:
                 code = life.code
             tg.cancel_scope.cancel()
@@ -156,14 +174,21 @@ async def _watch(
     log: Callable[[str], None],
     life: _Lifecycle,
     metrics: Metrics | None,
+    deadline: float = math.inf,
 ) -> int:
-    version = await _discover(client, options, log)
+    version: str | None = None
+    with anyio.move_on_after(deadline - anyio.current_time()) as discovering:
+        version = await _discover(client, options, log)
+    if discovering.cancelled_caught:
+        log(f"timed out: {client.server} did not answer in time")
+        return exitcodes.TIMEOUT
     resources: list[Resource] = [PODS, DEPLOYMENTS]
     if version is None:
-        if options.command == "run":
+        if options.command in ("run", "wait", "get"):
             log(
                 f"the Dynamo CRDs (nvidia.com DynamoGraphDeployment, DynamoComponentDeployment) are not served by "
-                f"{client.server}: there is no status to write"
+                f"{client.server}: there is "
+                + ("no status to write" if options.command == "run" else "no graph")
             )
             return exitcodes.UNAVAILABLE
         log("the Dynamo CRDs are not served: watching Pods and Deployments only")
@@ -177,7 +202,8 @@ async def _watch(
     log(f"watching {names} in {where} at {client.server} ({client.source})")
 
     recorder = Recorder(options.record) if options.record else None
-    show = recorder is None or options.record != "-"
+    show = (recorder is None or options.record != "-") and options.command not in ("wait", "get")
+    judge = _judge(options, scopes, where, out, log, life)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
     send_changes, receive_changes = anyio.create_memory_object_stream[Changes](BUFFER)
     sinks: list[ObjectSendStream[list[Output]]] = []
@@ -189,18 +215,24 @@ async def _watch(
             if show:
                 send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_out)
-                tg.start_soon(print_lines, receive_out, out, change_printer(options.output))
+                line_format: Format = "json" if options.output == "json" else "text"
+                tg.start_soon(print_lines, receive_out, out, change_printer(line_format))
             if options.command == "run":
                 send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_status)
                 patcher = StatusPatcher(client, options.patch, log)
                 life.unfinished = patcher.unfinished
                 tg.start_soon(patcher.run, receive_status)
+            if judge is not None:
+                send_judge, receive_judge = anyio.create_memory_object_stream[list[Output]](BUFFER)
+                sinks.append(send_judge)
+                tg.start_soon(judge.run, receive_judge)
             if metrics is not None:
                 send_metrics, receive_metrics = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_metrics)
                 tg.start_soon(metrics_sink, receive_metrics, metrics)
-            tg.start_soon(aggregate_stage, receive_changes, sinks, Aggregator(clock=now_rfc3339, synced=False))
+            aggregator = Aggregator(clock=now_rfc3339, synced=False, readiness=judge is not None)
+            tg.start_soon(aggregate_stage, receive_changes, sinks, aggregator)
 
             reflectors = [
                 Reflector(
@@ -228,11 +260,13 @@ async def _watch(
                         metrics.synced.set(1)
                     count = sum(len(r.known) for r in reflectors)
                     log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
-                    if options.command == "run":  # only `run` has statuses to decide
+                    if options.command in ("run", "wait", "get"):  # statuses or readiness to decide
                         await send_events.send([Synced(now_rfc3339())])
 
-            # send_events is closed once the watches stop: the stages drain, then end
+            # send_events is closed once the watches stop (or `wait` runs out of time): the stages
+            # drain, then end
             async with send_events, anyio.create_task_group() as watches:
+                watches.cancel_scope.deadline = deadline
                 life.stop_watches = watches.cancel_scope.cancel
                 for reflector in reflectors:
                     watches.start_soon(reflector.run, listed)
@@ -245,7 +279,40 @@ async def _watch(
         if recorder is not None:
             recorder.close()
             log(f"recorded {recorder.count} events to {options.record}")
+    if code == exitcodes.OK and isinstance(judge, GraphWaiter) and judge.result is not None:
+        code = WAIT_CODES[judge.result]
+    elif code == exitcodes.OK and isinstance(judge, GraphTable) and judge.missing:
+        code = exitcodes.NOT_FOUND
     return code
+
+
+def _judge(
+    options: LiveOptions,
+    scopes: list[str | None],
+    where: str,
+    out: BinaryIO,
+    log: Callable[[str], None],
+    life: _Lifecycle,
+) -> GraphWaiter | GraphTable | None:
+    """The sink that decides `wait`'s exit or prints `get`'s snapshot; it stops the watches when done."""
+
+    def stop() -> None:
+        if life.stop_watches is not None:
+            life.stop_watches()
+
+    targets = None
+    if options.graphs is not None:
+        namespace = scopes[0] or ""  # the CLI allows names with one namespace only
+        targets = [(namespace, name) for name in options.graphs]
+    if options.command == "wait":
+        once = options.timeout == 0
+        return GraphWaiter(targets, "json" if options.output == "json" else "text", out, log, stop, where, once)
+    if options.command == "get":
+        view: Literal["table", "wide", "json"] = (
+            "json" if options.output == "json" else "wide" if options.output == "wide" else "table"
+        )
+        return GraphTable(targets, view, options.all_namespaces, out, log, stop)
+    return None
 
 
 async def _signals(life: _Lifecycle, grace: float, log: Callable[[str], None]) -> None:

@@ -15,10 +15,11 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.changes import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.crashloop import Finding
 from pipeline.filter import ObjectChange, ObjectKey
 from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
+from pipeline.readiness import graph_readiness
 from pipeline.status import dcd_available, dcd_stalled, dgd_ready, dgd_stalled, wanted_status
 from pipeline.views import (
     ComponentKey,
@@ -96,11 +97,14 @@ class _Graph:
 class Aggregator:
     """Consumes `ObjectChange`s from the filter; returns the `Output`s each one causes, in order."""
 
-    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True) -> None:
+    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True, readiness: bool = False) -> None:
         """`synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
-        Pod before it may conclude that a failure it reported earlier has cleared."""
+        Pod before it may conclude that a failure it reported earlier has cleared. `readiness=True` also
+        emits a `GraphReadiness` whenever what a waiter sees of a graph changes (`wait` and `get`), from
+        `sync()` on."""
         self._clock = clock or (lambda: EPOCH)
         self.synced = synced
+        self._readiness: dict[GraphKey, GraphReadiness] | None = {} if readiness else None
         self.pods: dict[ObjectKey, PodView] = {}
         self._components: dict[ComponentKey, _Component] = {}
         self._graphs: dict[GraphKey, _Graph] = {}
@@ -179,6 +183,9 @@ class Aggregator:
             outputs += self._plan_dcd(key, now)
         for key in sorted(self.dgds):
             outputs += self._plan_dgd(key, now)
+        if self._readiness is not None:
+            outputs += self._judge(sorted(self.dgds), time)
+            outputs.append(Listed(time))
         return outputs
 
     def apply(self, change: ObjectChange) -> list[Output]:
@@ -282,6 +289,29 @@ class Aggregator:
                 outputs += self._plan_dcd(dcd_key, now)
         for graph in graphs:
             outputs += self._plan_dgd(graph, now)
+        if self._readiness is not None:
+            outputs += self._judge(graphs, time)
+        return outputs
+
+    def _judge(self, graphs: list[GraphKey], time: str | None) -> list[Output]:
+        """What a waiter sees of these graphs, where it changed (their verdicts, DGD or DCDs did)."""
+        sent = self._readiness
+        if sent is None or not self.synced:
+            return []
+        outputs: list[Output] = []
+        for graph in graphs:
+            state = self._graphs.get(graph)
+            dcds = (self.dcds[key] for key in self._dcd_by_graph.get(graph))
+            judged = graph_readiness(
+                graph[0], graph[1], self.dgds.get(graph), state.verdict if state else HEALTHY, dcds, None
+            )
+            if sent.get(graph) == judged:
+                continue
+            if judged.found:
+                sent[graph] = judged
+            else:
+                sent.pop(graph, None)
+            outputs.append(msgspec.structs.replace(judged, time=time))
         return outputs
 
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
@@ -417,15 +447,15 @@ class Aggregator:
         outputs: list[Output] = self._plan_dcd(key, now) if new is not None else []
         for graph in graphs:
             outputs += self._plan_dgd(graph, now)
-        return outputs
+        return outputs + self._judge(graphs, time)
 
     def _apply_dgd(self, key: ObjectKey, new: StatusView | None, time: str | None) -> list[Output]:
         if new is None:
             self.dgds.pop(key, None)
             self._sent.pop(("dgd", key), None)
-            return []
+            return self._judge([key], time)
         self.dgds[key] = new
-        return self._plan_dgd(key, time or self._clock())
+        return self._plan_dgd(key, time or self._clock()) + self._judge([key], time)
 
     def _plan_dcd(self, key: ObjectKey, now: str) -> list[Output]:
         dcd = self._effective(("dcd", key), self.dcds.get(key))

@@ -1,9 +1,12 @@
-"""What the aggregator emits: verdict changes for people and scripts, wanted statuses for the patcher.
+"""What the aggregator emits: verdict changes for people and scripts, wanted statuses for the patcher, and
+what a waiter (`wait`, `get`) sees of each graph.
 
 Sinks receive these and nothing else, so a sink never needs to re-derive a diagnosis.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import msgspec
 
@@ -88,5 +91,38 @@ def condition_dict(condition: Condition) -> dict[str, object]:
     return out
 
 
+Verdict = Literal["ready", "failed", "waiting"]
+
+
+class CrashLooping(msgspec.Struct, frozen=True, gc=False):
+    component: str
+    finding: Finding
+
+
+class GraphReadiness(msgspec.Struct, frozen=True, gc=False):
+    """One graph as a waiter sees it; emitted whenever any of it changes."""
+
+    time: str | None
+    namespace: str
+    graph: str
+    found: bool  # a DGD of that name exists
+    state: str  # as the DGD says (empty before the operator wrote one)
+    generation: int
+    current: bool  # its status is for its current generation
+    verdict: Verdict
+    reason: str
+    message: str
+    components_ready: int  # DCDs available at their generation
+    components: int
+    not_ready: tuple[str, ...]  # "DCD: why", sorted by name
+    crash_looping: tuple[CrashLooping, ...]  # crashwatch's own diagnosis, sorted by component
+
+
+class Listed(msgspec.Struct, frozen=True, gc=False):
+    """Every resource has been listed once: a graph not seen by now does not exist."""
+
+    time: str | None
+
+
 Change = ComponentChange | GraphChange
-Output = ComponentChange | GraphChange | StatusWanted
+Output = ComponentChange | GraphChange | StatusWanted | GraphReadiness | Listed

@@ -173,6 +173,7 @@ class StatusView(msgspec.Struct, frozen=True, gc=False):
     component: str | None
     state: str
     conditions: tuple[Condition, ...]
+    observed_generation: int = 0  # status.observedGeneration: which spec the operator's status speaks for
 
     def condition(self, type_: str) -> Condition | None:
         for condition in self.conditions:
@@ -196,6 +197,7 @@ def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> Statu
         component=None if is_dgd else meta.labels.get(COMPONENT_LABEL),
         state=obj.status.state,
         conditions=tuple(obj.status.conditions),
+        observed_generation=obj.status.observed_generation,
     )
 
 

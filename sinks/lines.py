@@ -1,6 +1,7 @@
-"""The line formats that scripts parse: verdict changes as text or JSON, status patches as JSON.
+"""The line formats that scripts parse: verdict changes as text or JSON, status patches as JSON, and the
+graphs as `wait` and `get` report them.
 
-These are public contracts (see docs/output.md); field order is fixed by the Structs below.
+These are public contracts (see docs/cli.md); field order is fixed by the Structs below.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.changes import ComponentChange, GraphChange, StatusWanted
+from pipeline.changes import ComponentChange, GraphChange, GraphReadiness, StatusWanted
 
 
 class ComponentLine(msgspec.Struct):
@@ -114,3 +115,70 @@ def patch_line(wanted: StatusWanted) -> bytes:
         patch=wanted.patch(),
     )
     return _encoder.encode(line) + b"\n"
+
+
+class CrashLoopingEntry(msgspec.Struct):
+    component: str
+    pod: str
+    container: str
+    restarts: int
+    exit_code: int
+    message: str
+
+
+class GraphEntry(msgspec.Struct):
+    namespace: str
+    name: str
+    found: bool
+    state: str
+    generation: int
+    current: bool
+    verdict: str
+    reason: str
+    message: str
+    components_ready: int
+    components: int
+    not_ready: tuple[str, ...]
+    crash_looping: tuple[CrashLoopingEntry, ...]
+
+
+def graph_entry(graph: GraphReadiness) -> GraphEntry:
+    return GraphEntry(
+        namespace=graph.namespace,
+        name=graph.graph,
+        found=graph.found,
+        state=graph.state,
+        generation=graph.generation,
+        current=graph.current,
+        verdict=graph.verdict,
+        reason=graph.reason,
+        message=graph.message,
+        components_ready=graph.components_ready,
+        components=graph.components,
+        not_ready=graph.not_ready,
+        crash_looping=tuple(
+            CrashLoopingEntry(
+                component=c.component,
+                pod=c.finding.pod,
+                container=c.finding.container,
+                restarts=c.finding.restarts,
+                exit_code=c.finding.exit_code,
+                message=c.finding.describe(),
+            )
+            for c in graph.crash_looping
+        ),
+    )
+
+
+def json_document(document: object) -> bytes:
+    return _encoder.encode(document) + b"\n"
+
+
+def crash_looping_summary(graph: GraphReadiness, wide: bool = False) -> str:
+    """`worker (restarts=3 exit=1)`, or with `wide` the Pod and container too."""
+    parts = []
+    for c in graph.crash_looping:
+        f = c.finding
+        where = f"pod={f.pod} container={f.container} " if wide else ""
+        parts.append(f"{c.component} ({where}restarts={f.restarts} exit={f.exit_code})")
+    return ", ".join(parts)

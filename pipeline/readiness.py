@@ -1,0 +1,96 @@
+"""Whether a graph is ready, failed or still coming up: what `crashwatch wait` and `get` report.
+
+A waiter must never take a crash loop for a slow start, nor a stale status for a current one. So a graph
+is *failed* when crashwatch's own diagnosis of its Pods finds a crash loop (whatever its status says yet),
+or when its status, written for the current generation, says so (`Stalled=True`, or `state: failed` for
+any reason); *ready* when it is `successful` for its current generation and no component crash-loops;
+and *waiting* otherwise, with what it waits for. A status is for the current generation when
+`status.observedGeneration` (else the `Ready` condition's) is not behind `metadata.generation`; with
+neither, nothing says it is stale, as kstatus reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from pipeline.changes import CrashLooping, GraphReadiness, Verdict
+from pipeline.graph import GraphVerdict
+from pipeline.status import DGD_CONDITION, STALLED, dcd_is_available
+from pipeline.views import StatusView
+
+
+def observed_generation(dgd: StatusView) -> int:
+    """The generation the status speaks for: status.observedGeneration, else the Ready condition's; 0: unsaid."""
+    if dgd.observed_generation:
+        return dgd.observed_generation
+    ready = dgd.condition(DGD_CONDITION)
+    return ready.observed_generation if ready is not None else 0
+
+
+def _is_current(generation: int, observed: int) -> bool:
+    return observed == 0 or observed >= generation
+
+
+def graph_readiness(
+    namespace: str,
+    graph: str,
+    dgd: StatusView | None,
+    verdict: GraphVerdict,
+    dcds: Iterable[StatusView],
+    time: str | None,
+) -> GraphReadiness:
+    pairs = zip(verdict.components, verdict.findings, strict=True)
+    crash_looping = tuple(CrashLooping(component, finding) for component, finding in pairs)
+    not_ready: list[str] = []
+    count = 0
+    for dcd in sorted(dcds, key=lambda view: view.name):
+        count += 1
+        ok, why = dcd_is_available(dcd)
+        if not ok:
+            not_ready.append(f"{dcd.name}: {why}")
+    ready_count = count - len(not_ready)
+    if dgd is None:
+        state, generation, current = "", 0, False
+        decided: tuple[Verdict, str, str] = ("waiting", "NotFound", f"no DynamoGraphDeployment {namespace}/{graph}")
+    else:
+        state, generation = dgd.state, dgd.generation
+        current = _is_current(generation, observed_generation(dgd))
+        decided = _decide(dgd, current, not_ready)
+    if verdict.failed:  # the Pods say so, whatever the status says yet
+        decided = ("failed", verdict.reason or "", verdict.message)
+    return GraphReadiness(
+        time=time,
+        namespace=namespace,
+        graph=graph,
+        found=dgd is not None,
+        state=state,
+        generation=generation,
+        current=current,
+        verdict=decided[0],
+        reason=decided[1],
+        message=decided[2],
+        components_ready=ready_count,
+        components=count,
+        not_ready=tuple(not_ready),
+        crash_looping=crash_looping,
+    )
+
+
+def _decide(dgd: StatusView, current: bool, not_ready: list[str]) -> tuple[Verdict, str, str]:
+    """From the status alone (crashwatch's own diagnosis overrides it)."""
+    ready = dgd.condition(DGD_CONDITION)
+    stalled = dgd.condition(STALLED)
+    if stalled is not None and stalled.status == "True" and _is_current(dgd.generation, stalled.observed_generation):
+        return "failed", stalled.reason, stalled.message
+    if not current:
+        observed = observed_generation(dgd)
+        return "waiting", "StaleStatus", f"the status is for generation {observed}, the spec is at {dgd.generation}"
+    if dgd.state == "failed":
+        return "failed", ready.reason if ready is not None else "failed", ready.message if ready is not None else ""
+    if dgd.state == "successful":
+        return "ready", ready.reason if ready is not None else "successful", ""
+    if ready is not None and ready.message:
+        return "waiting", ready.reason, ready.message
+    if not_ready:
+        return "waiting", "ComponentsNotReady", "Resources not ready: " + "; ".join(not_ready)
+    return "waiting", dgd.state or "NoStatus", f"state is {dgd.state!r}" if dgd.state else "no status yet"

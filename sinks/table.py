@@ -1,0 +1,107 @@
+"""The sink of `crashwatch get`: one snapshot of the graphs, as a table like `kubectl get` prints, or JSON.
+
+It waits for the end of the first list (`Listed`), prints what the pipeline says of every graph then,
+and asks for the watches to stop: a snapshot, not a stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import BinaryIO, Literal
+
+import msgspec
+from anyio.abc import ObjectReceiveStream
+
+from pipeline.changes import GraphReadiness, Listed, Output
+from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+
+GraphName = tuple[str, str]
+
+
+class GraphList(msgspec.Struct):
+    items: tuple[GraphEntry, ...]
+    missing: tuple[str, ...]
+
+
+def verdict_word(graph: GraphReadiness) -> str:
+    if graph.crash_looping:
+        return "crash-looping"
+    return graph.verdict
+
+
+def render_table(graphs: Sequence[GraphReadiness], namespaces: bool, wide: bool) -> str:
+    """Columns padded to their widest cell, two spaces apart, as kubectl does."""
+    header = ["NAME", "STATE", "VERDICT", "READY", "CRASH-LOOPING"]
+    if wide:
+        header.append("MESSAGE")
+    if namespaces:
+        header.insert(0, "NAMESPACE")
+    rows = [header]
+    for graph in graphs:
+        row = [
+            graph.graph,
+            graph.state or "<none>",
+            verdict_word(graph),
+            f"{graph.components_ready}/{graph.components}",
+            crash_looping_summary(graph, wide) or "<none>",
+        ]
+        if wide:
+            row.append(graph.message if graph.verdict != "ready" else "")
+        if namespaces:
+            row.insert(0, graph.namespace)
+        rows.append(row)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "".join(line + "\n" for line in lines)
+
+
+class GraphTable:
+    def __init__(
+        self,
+        targets: Sequence[GraphName] | None,
+        output: Literal["table", "wide", "json"],
+        namespaces: bool,
+        out: BinaryIO,
+        log: Callable[[str], None],
+        stop: Callable[[], None],
+    ) -> None:
+        """`targets` None shows every graph in scope; `namespaces` adds the NAMESPACE column (`-A`)."""
+        self.targets = targets
+        self.output = output
+        self.namespaces = namespaces
+        self.out = out
+        self.log = log
+        self.stop = stop
+        self.missing: list[GraphName] | None = None  # set once printed
+        self._graphs: dict[GraphName, GraphReadiness] = {}
+
+    async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
+        async with receive:
+            async for batch in receive:
+                if self.missing is not None:
+                    continue
+                for item in batch:
+                    if isinstance(item, GraphReadiness):
+                        self._graphs[(item.namespace, item.graph)] = item
+                    elif isinstance(item, Listed):
+                        self._print()
+                        self.stop()
+                        break
+
+    def _print(self) -> None:
+        found = {name: graph for name, graph in self._graphs.items() if graph.found}
+        names = list(self.targets) if self.targets is not None else sorted(found)
+        self.missing = [name for name in names if name not in found]
+        for namespace, name in self.missing:
+            self.log(f"dgd/{name} not found in namespace {namespace}")
+        graphs = [found[name] for name in names if name in found]
+        if self.output == "json":
+            document = GraphList(
+                items=tuple(graph_entry(g) for g in graphs), missing=tuple(f"{ns}/{n}" for ns, n in self.missing)
+            )
+            self.out.write(json_document(document))
+        elif graphs:
+            self.out.write(render_table(graphs, self.namespaces, self.output == "wide").encode())
+        elif self.targets is None:
+            self.log("no DynamoGraphDeployment found")
+        self.out.flush()

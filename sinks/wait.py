@@ -1,0 +1,153 @@
+"""The sink of `crashwatch wait`: weighs what the pipeline says of each graph into one result for CI.
+
+It decides nothing about a graph itself (pipeline.readiness does); it only weighs the named graphs
+together: the first failure ends the wait, all ready ends it, a name not found once everything was
+listed ends it, and input that ends with none of these is a timeout (the CLI maps each to its exit
+code). It
+prints one progress line on stderr whenever what it waits for changes, so a CI log shows where the
+time went, and the result on stdout, as text or as one JSON document.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import BinaryIO, Literal
+
+import msgspec
+from anyio.abc import ObjectReceiveStream
+
+from pipeline.changes import GraphReadiness, Listed, Output
+from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+
+GraphName = tuple[str, str]  # namespace, name
+Result = Literal["ready", "failed", "not_found", "timeout"]
+
+
+class WaitResult(msgspec.Struct):
+    result: Result
+    elapsed_seconds: float
+    graphs: tuple[GraphEntry, ...]
+    missing: tuple[str, ...]  # "namespace/name" of named graphs that do not exist
+
+
+def describe(graph: GraphReadiness) -> str:
+    """One line of where a graph stands: its verdict, state, components and why."""
+    if not graph.found:
+        return "not found"
+    if graph.crash_looping:
+        return f"crash-looping: {crash_looping_summary(graph)}"
+    state = graph.state or "no state yet"
+    counts = f", components ready {graph.components_ready}/{graph.components}" if graph.components else ""
+    why = f" ({graph.message})" if graph.message and graph.verdict != "ready" else ""
+    stale = "" if graph.current else " (status behind the spec)"
+    return f"{state}{stale}{counts}{why}"
+
+
+class GraphWaiter:
+    def __init__(
+        self,
+        targets: Sequence[GraphName] | None,
+        output: Literal["text", "json"],
+        out: BinaryIO,
+        log: Callable[[str], None],
+        stop: Callable[[], None],
+        scope: str = "",
+        once: bool = False,
+    ) -> None:
+        """`targets` None waits for every graph in scope (`--all`); `stop` ends the watches once decided;
+        `once` gives up after the first look (`--timeout 0`)."""
+        self.once = once
+        self.targets = list(targets) if targets is not None else None
+        self.output = output
+        self.out = out
+        self.log = log
+        self.stop = stop
+        self.scope = scope
+        self.result: Result | None = None
+        self.graphs: dict[GraphName, GraphReadiness] = {}
+        self._shown: dict[GraphName, str] = {}
+        self._listed = False
+        self._started = time.monotonic()
+
+    async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
+        async with receive:
+            async for batch in receive:
+                if self.result is not None:
+                    continue  # decided: drain what is still on its way
+                for item in batch:
+                    if isinstance(item, GraphReadiness):
+                        self._see(item)
+                    elif isinstance(item, Listed):
+                        self._listed = True
+                if self._listed:
+                    self._decide()
+                    if self.result is None and self.once:
+                        self._finish("timeout", self._waited_for(), [])
+        if self.result is None:
+            self._finish("timeout", self._waited_for(), [])
+
+    def _waited_for(self) -> list[GraphName]:
+        return self.targets if self.targets is not None else sorted(self.graphs)
+
+    def _see(self, graph: GraphReadiness) -> None:
+        name = (graph.namespace, graph.graph)
+        if graph.found:
+            self.graphs[name] = graph
+        else:
+            self.graphs.pop(name, None)
+        if self.targets is not None and name not in self.targets:
+            return
+        line = describe(graph)
+        if self._shown.get(name) != line:
+            self._shown[name] = line
+            self.log(f"[{self._elapsed():6.1f}s] {name[0]}/{name[1]}: {line}")
+
+    def _decide(self) -> None:
+        names = self._waited_for()
+        missing = [name for name in names if name not in self.graphs]
+        if missing:  # the first decision comes right after the list: a name missing then does not exist
+            for namespace, name in missing:
+                self.log(f"dgd/{name} not found in namespace {namespace}")
+            self._finish("not_found", names, missing)
+            return
+        if not names:
+            self.log(f"no DynamoGraphDeployment found in {self.scope}")
+            self._finish("not_found", names, [])
+            return
+        graphs = [self.graphs[name] for name in names]
+        if any(graph.verdict == "failed" for graph in graphs):
+            self._finish("failed", names, [])
+        elif all(graph.verdict == "ready" for graph in graphs):
+            self._finish("ready", names, [])
+
+    def _finish(self, result: Result, names: list[GraphName], missing: list[GraphName]) -> None:
+        self.result = result
+        graphs = [self.graphs[name] for name in names if name in self.graphs]
+        if self.output == "json":
+            document = WaitResult(
+                result=result,
+                elapsed_seconds=round(self._elapsed(), 3),
+                graphs=tuple(graph_entry(graph) for graph in graphs),
+                missing=tuple(f"{ns}/{name}" for ns, name in missing),
+            )
+            self.out.write(json_document(document))
+        else:
+            lines = [_result_line(graph, result) for graph in graphs]
+            lines += [f"{ns}/{name}  NOT-FOUND" for ns, name in missing]
+            self.out.write("".join(line + "\n" for line in lines).encode())
+        self.out.flush()
+        self.stop()
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._started
+
+
+def _result_line(graph: GraphReadiness, result: Result) -> str:
+    where = f"{graph.namespace}/{graph.graph}"
+    if graph.verdict == "failed":
+        return f"{where}  FAILED  {graph.reason}: {graph.message}"
+    if graph.verdict == "ready":
+        return f"{where}  READY  {graph.state} at generation {graph.generation}"
+    still = "STILL-WAITING" if result == "timeout" else "WAITING"
+    return f"{where}  {still}  {describe(graph)}"
