@@ -32,6 +32,7 @@ import msgspec
 from examples.realistic import set_crashing, set_init_crashing, set_running, worker_pod
 from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter
+from pipeline.pipeline import Pipeline
 from pipeline.views import selector_matches
 from stream.events import WatchEvent
 
@@ -188,7 +189,8 @@ def small_pod(ns: str, name: str, graph: str, component: str, selector: str) -> 
 
 
 def fill(pods: int, namespace_count: int = 1) -> tuple[EventFilter, Aggregator]:
-    f, a = EventFilter(), Aggregator()
+    pipeline = Pipeline()
+    f, a = pipeline.filter, pipeline.aggregator
     for i in range(pods):
         # 20 replicas per component, 100 components per graph, graphs spread over the namespaces
         graph = f"graph-{i // 2000}"

@@ -29,10 +29,9 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
-from pipeline.aggregate import Aggregator
+from crashwatch.stages import Events, Synced, pipeline_stage
 from pipeline.changes import Output
-from pipeline.filter import EventFilter
-from pipeline.stages import Changes, Events, Synced, aggregate_stage, filter_stage
+from pipeline.pipeline import Pipeline
 from sinks.http_server import HttpServer
 from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
@@ -205,13 +204,11 @@ async def _watch(
     show = (recorder is None or options.record != "-") and options.command not in ("wait", "get")
     judge = _judge(options, scopes, where, out, log, life)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
-    send_changes, receive_changes = anyio.create_memory_object_stream[Changes](BUFFER)
     sinks: list[ObjectSendStream[list[Output]]] = []
     started = time.monotonic()
     code = exitcodes.OK
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
             if show:
                 send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_out)
@@ -231,8 +228,8 @@ async def _watch(
                 send_metrics, receive_metrics = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_metrics)
                 tg.start_soon(metrics_sink, receive_metrics, metrics)
-            aggregator = Aggregator(clock=now_rfc3339, synced=False, readiness=judge is not None)
-            tg.start_soon(aggregate_stage, receive_changes, sinks, aggregator)
+            pipeline = Pipeline(clock=now_rfc3339, synced=False, readiness=judge is not None)
+            tg.start_soon(pipeline_stage, receive_events, sinks, pipeline)
 
             reflectors = [
                 Reflector(

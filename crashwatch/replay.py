@@ -27,10 +27,10 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
-from pipeline.aggregate import Aggregator
+from crashwatch.stages import Events, pipeline_stage
 from pipeline.changes import Output
-from pipeline.filter import EventFilter, PodObservation
-from pipeline.stages import Changes, Events, aggregate_stage, filter_stage
+from pipeline.filter import PodObservation
+from pipeline.pipeline import Pipeline
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from stream.events import BadRecord, WatchEvent
 from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
@@ -240,12 +240,10 @@ async def replay(
     outcome = _Outcome()
     render = patch_printer if options.patches else change_printer(options.output)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
-    send_changes, receive_changes = anyio.create_memory_object_stream[Changes](BUFFER)
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_logs, sources, send_events, err, options, outcome, progress)
-        tg.start_soon(filter_stage, receive_events, send_changes, EventFilter())
-        tg.start_soon(aggregate_stage, receive_changes, [send_out], Aggregator(clock=clock))
+        tg.start_soon(pipeline_stage, receive_events, [send_out], Pipeline(clock=clock))
         tg.start_soon(print_lines, receive_out, out, render)
     progress.clear()
     if outcome.stopped:

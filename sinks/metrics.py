@@ -17,7 +17,6 @@ from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, M
 from prometheus_client.registry import Collector
 
 from pipeline.changes import ComponentChange, GraphChange, Output
-from sinks.status import DELAY_BUCKETS
 from stream.resources import Resource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -42,7 +41,8 @@ class WriteCounts(Protocol):
     retries: int
     unchanged: int
     failures: int
-    delays: list[int]  # per bucket of DELAY_BUCKETS, then over the last
+    delay_buckets: tuple[float, ...]  # upper bounds of the delay buckets, seconds
+    delays: list[int]  # per bucket, then over the last
     delay_sum: float
 
 
@@ -145,7 +145,7 @@ class _Counts(Collector):
                 "crashwatch_status_write_retries", "Status writes retried after 429 or 5xx.", value=w.retries
             )
             cumulative, buckets = 0, []
-            for bound, count in zip((*map(str, DELAY_BUCKETS), "+Inf"), w.delays, strict=True):
+            for bound, count in zip((*map(str, w.delay_buckets), "+Inf"), w.delays, strict=True):
                 cumulative += count
                 buckets.append((bound, cumulative))
             yield HistogramMetricFamily(

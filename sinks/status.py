@@ -91,11 +91,12 @@ class PatchStats:
     retries: int = 0
     unchanged: int = 0  # found already saying what was wanted when read again
     failures: int = 0
+    delay_buckets: tuple[float, ...] = DELAY_BUCKETS  # upper bounds, seconds
     delays: list[int] = field(default_factory=lambda: [0] * (len(DELAY_BUCKETS) + 1))  # per bucket, then over
     delay_sum: float = 0.0
 
     def observe_delay(self, seconds: float) -> None:
-        self.delays[bisect.bisect_left(DELAY_BUCKETS, seconds)] += 1
+        self.delays[bisect.bisect_left(self.delay_buckets, seconds)] += 1
         self.delay_sum += seconds
 
 

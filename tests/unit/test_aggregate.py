@@ -6,9 +6,8 @@ from typing import Any
 
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
-from pipeline.aggregate import Aggregator
 from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
-from pipeline.filter import EventFilter
+from pipeline.pipeline import Pipeline
 from pipeline.views import parse_selector
 from stream.events import WatchEvent
 from stream.objects import LabelSelector, SelectorRequirement
@@ -16,8 +15,8 @@ from stream.objects import LabelSelector, SelectorRequirement
 
 class Harness:
     def __init__(self) -> None:
-        self.filter = EventFilter()
-        self.aggregator = Aggregator()
+        pipeline = Pipeline()
+        self.filter, self.aggregator = pipeline.filter, pipeline.aggregator  # fed apart: passed counts the filter
         self.passed = 0
 
     def feed(self, *events: WatchEvent) -> list[Output]:

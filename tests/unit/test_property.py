@@ -9,11 +9,10 @@ from builders import COMPONENT, GRAPH, container, event, labels, pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.aggregate import Aggregator
 from pipeline.changes import ComponentChange, GraphChange
 from pipeline.crashloop import Finding, crash_loop
-from pipeline.filter import EventFilter
 from pipeline.graph import graph_verdict
+from pipeline.pipeline import Pipeline
 from stream.objects import Pod
 
 NAMES = ["a", "b", "c", "d"]
@@ -66,7 +65,7 @@ def from_scratch(final: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[Any
 @settings(max_examples=300, deadline=None)
 @given(operations)
 def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[str, dict[str, Any]]]) -> None:
-    f, agg = EventFilter(), Aggregator()
+    pipeline = Pipeline()
     final: dict[tuple[str, str], dict[str, Any]] = {}
     last_line: dict[Any, Any] = {}
     previous: tuple[str, dict[str, Any]] | None = None
@@ -82,8 +81,7 @@ def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[s
                 del final[key]
         else:
             final[key] = obj
-        change = f.observe(event(op, obj))
-        for out in agg.apply(change) if change is not None else []:
+        for out in pipeline.feed([event(op, obj)]):
             if isinstance(out, ComponentChange):
                 ident: Any = ("c", out.namespace, out.graph, out.component)
                 line = msgspec.structs.replace(out, time=None)
@@ -95,8 +93,8 @@ def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[s
             assert last_line.get(ident) != line, f"repeated line {line}"
             last_line[ident] = line
     components, graphs = from_scratch(final)
-    assert agg.verdicts() == components
-    assert agg.graph_verdicts() == {k: v for k, v in graphs.items() if v.failed}
+    assert pipeline.aggregator.verdicts() == components
+    assert pipeline.aggregator.graph_verdicts() == {k: v for k, v in graphs.items() if v.failed}
     # the last line printed for each component says what the final verdict is
     for ident, line in last_line.items():
         if ident[0] == "c":

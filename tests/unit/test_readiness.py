@@ -11,23 +11,18 @@ import pytest
 from builders import crashing, dcd, dgd, event, healthy, stalled
 
 from crashwatch.cli import _duration
-from pipeline.aggregate import Aggregator
 from pipeline.changes import GraphReadiness, Listed, Output
-from pipeline.filter import EventFilter
+from pipeline.pipeline import Pipeline
 from sinks.wait import GraphWaiter
 from stream.events import WatchEvent
 
 
 def judged(*events: WatchEvent, synced: bool = True) -> list[GraphReadiness]:
     """Feed events to a waiter's aggregator (synced after the first list, as `wait` is)."""
-    f, a = EventFilter(), Aggregator(synced=False, readiness=True)
-    out: list[Output] = []
-    for ev in events:
-        change = f.observe(ev)
-        if change is not None:
-            out += a.apply(change)
+    pipeline = Pipeline(synced=False, readiness=True)
+    out = pipeline.feed(events)
     if synced:
-        out += a.sync()
+        out += pipeline.sync()
     return [o for o in out if isinstance(o, GraphReadiness)]
 
 
@@ -82,29 +77,22 @@ def test_a_written_failure_fails_it_only_for_the_current_generation() -> None:
 
 
 def test_a_change_is_emitted_once_and_nothing_before_the_list_ends() -> None:
-    f, a = EventFilter(), Aggregator(synced=False, readiness=True)
-    out: list[Output] = []
-    for ev in (event("ADDED", dgd()), event("ADDED", crashing(restarts=2))):
-        change = f.observe(ev)
-        assert change is not None
-        out += a.apply(change)
-    assert not [o for o in out if isinstance(o, GraphReadiness | Listed)]
-    out = a.sync()
+    pipeline = Pipeline(synced=False, readiness=True)
+    out = pipeline.feed([event("ADDED", dgd()), event("ADDED", crashing(restarts=2))])
+    assert out and not [o for o in out if isinstance(o, GraphReadiness | Listed)]
+    out = pipeline.sync()
     assert [type(o).__name__ for o in out if isinstance(o, GraphReadiness | Listed)] == ["GraphReadiness", "Listed"]
     # the same restart count again changes nothing a waiter sees; recovery does
-    for ev, expected in ((event("MODIFIED", crashing(restarts=2)), 0), (event("MODIFIED", healthy()), 1)):
-        change = f.observe(ev)
-        seen = [o for o in a.apply(change) if isinstance(o, GraphReadiness)] if change is not None else []
-        assert len(seen) == expected
+    for ev, expected in ((event("MODIFIED", crashing(restarts=3)), 1), (event("MODIFIED", crashing(restarts=3)), 0)):
+        assert len([o for o in pipeline.feed([ev]) if isinstance(o, GraphReadiness)]) == expected
+    seen = [o for o in pipeline.feed([event("MODIFIED", healthy())]) if isinstance(o, GraphReadiness)]
     assert seen[0].verdict == "waiting" and seen[0].crash_looping == ()
 
 
 def test_a_deleted_graph_is_reported_not_found() -> None:
-    f, a = EventFilter(), Aggregator(synced=True, readiness=True)
+    pipeline = Pipeline(synced=True, readiness=True)
     for ev in (event("ADDED", dgd()), event("DELETED", dgd())):
-        change = f.observe(ev)
-        assert change is not None
-        last = [o for o in a.apply(change) if isinstance(o, GraphReadiness)]
+        last = [o for o in pipeline.feed([ev]) if isinstance(o, GraphReadiness)]
     assert [(g.found, g.verdict) for g in last] == [(False, "waiting")]
 
 

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 from builders import crashing, dcd, deployment, dgd, event, healthy, stalled
 
-from pipeline.aggregate import Aggregator
 from pipeline.changes import StatusWanted
-from pipeline.filter import EventFilter
+from pipeline.pipeline import Pipeline
 from stream.events import WatchEvent
 
 
 def run(*events: WatchEvent | None) -> list[StatusWanted]:
     """Feed events; a None stands where the initial list ends (the watcher is synced from there)."""
-    synced = None not in events
-    f, a = EventFilter(), Aggregator(synced=synced)
+    pipeline = Pipeline(synced=None not in events)
     out: list[StatusWanted] = []
     for ev in events:
-        if ev is None:
-            out += [o for o in a.sync() if isinstance(o, StatusWanted)]
-            continue
-        change = f.observe(ev)
-        if change is not None:
-            out += [o for o in a.apply(change) if isinstance(o, StatusWanted)]
+        outputs = pipeline.sync() if ev is None else pipeline.feed([ev])
+        out += [o for o in outputs if isinstance(o, StatusWanted)]
     return out
 
 

@@ -1,0 +1,38 @@
+"""The one pipeline: the event filter and the aggregator, fed synchronously, events in and outputs out.
+
+Every command runs this same object; only its source and its sinks differ (crashwatch/ wires them).
+Tests and benchmarks feed it directly. It does no I/O and knows no event loop: the stage task that
+feeds it from a stream lives with the wiring.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from pipeline.aggregate import Aggregator
+from pipeline.changes import Output
+from pipeline.filter import EventFilter, PodObservation
+from stream.events import WatchEvent
+
+
+class Pipeline:
+    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True, readiness: bool = False) -> None:
+        """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
+        emits where each graph stands (`wait`, `get`). See `Aggregator`."""
+        self.filter = EventFilter()
+        self.aggregator = Aggregator(clock=clock, synced=synced, readiness=readiness)
+
+    def feed(self, events: Iterable[WatchEvent | PodObservation]) -> list[Output]:
+        """The outputs these events cause, in order; events that change nothing a diagnosis reads
+        stop at the filter."""
+        observe, apply = self.filter.observe, self.aggregator.apply
+        outputs: list[Output] = []
+        for event in events:
+            change = observe(event)
+            if change is not None:
+                outputs += apply(change)
+        return outputs
+
+    def sync(self, time: str | None = None) -> list[Output]:
+        """Every object has been listed once: decide what waited for that (statuses, readiness)."""
+        return self.aggregator.sync(time)
