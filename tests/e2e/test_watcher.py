@@ -77,6 +77,13 @@ def test_a_crash_loop_fails_the_dcd_and_the_graph_and_the_fix_clears_both(
         assert available["message"] == f"container main of Pod {old} restarted 2 times and is down after exit code 1"
         _, ready = dgd_state(kube, namespace)
         assert ready["message"] == f"Components crash-looping: worker: {available['message']}"
+        # the kstatus condition Helm 4, Flux and kpt fail on, with the same findings
+        for path, reason, message in (
+            (f"{dcds(namespace)}/llm-worker", "ContainerCrashLooping", available["message"]),
+            (f"{dgds(namespace)}/llm", "ComponentCrashLooping", ready["message"]),
+        ):
+            stalled = next(c for c in kube.get(path)["status"]["conditions"] if c["type"] == "Stalled")
+            assert (stalled["status"], stalled["reason"], stalled["message"]) == ("True", reason, message)
         # the fix: a rollout brings a new Pod, which becomes Ready; the old one is deleted
         kube.merge_patch(
             f"/apis/apps/v1/namespaces/{namespace}/deployments/llm-worker",
@@ -104,7 +111,11 @@ def test_a_crash_loop_fails_the_dcd_and_the_graph_and_the_fix_clears_both(
         assert ready["message"] == "Resources not ready: llm-worker: Deployment is not ready"
     # the condition crashwatch does not own came through both writes untouched
     dcd = kube.get(f"{dcds(namespace)}/llm-worker")
-    assert [c for c in dcd["status"]["conditions"] if c["type"] != "Available"] == [other_condition()]
+    assert [c for c in dcd["status"]["conditions"] if c["type"] not in ("Available", "Stalled")] == [other_condition()]
+    # and the kstatus condition crashwatch owns says the crash loop is over, on both
+    for obj in (dcd, kube.get(f"{dgds(namespace)}/llm")):
+        stalled = next(c for c in obj["status"]["conditions"] if c["type"] == "Stalled")
+        assert (stalled["status"], stalled["reason"], stalled["observedGeneration"]) == ("False", "NoCrashLoop", 1)
     # one line per change, in order, naming the DCD
     summary = [(line["kind"], line.get("crash_looping", line.get("failed"))) for line in lines]
     assert summary == [("component", True), ("graph", True), ("component", False), ("graph", False)]
