@@ -1,8 +1,9 @@
 """The aggregator: per-component Pod sets behind O(1) indexes, and the verdicts drawn from them.
 
 In the manner of client-go's indexer, every lookup a diagnosis makes goes through a named index (Pods by
-component, by label, by namespace; Deployments by selector anchor and by owning DCD; DCDs by component and
-by graph), so its cost follows the size of the answer, never the number of Pods held. Verdicts are
+component; Deployments by selector anchor and by owning DCD; DCDs by component and by graph), so its cost
+follows the size of the answer, never the number of Pods held. An index is kept only where a decision
+reads it: a selector lookup of Pods would come back as a named index the day a path needs one. Verdicts are
 level-triggered: a component's verdict is recomputed from its current crash-looping Pods whenever one of
 them changes, and a `Change` is emitted only when that verdict or its finding differs from the last one.
 Index keys are dropped when their sets empty, so churn does not grow memory.
@@ -25,9 +26,7 @@ from pipeline.views import (
     ComponentKey,
     DeploymentView,
     GraphKey,
-    Labels,
     PodView,
-    Selector,
     StatusView,
     label_pairs,
     selector_matches,
@@ -73,8 +72,6 @@ class Index(Generic[K, M]):
 
 
 _EMPTY: set[Any] = set()
-# Pods with identical labels (the replicas of one template) share one entry in the label index.
-LabelSetKey = tuple[str, Labels]
 
 
 class _Component:
@@ -108,10 +105,6 @@ class Aggregator:
         self.pods: dict[ObjectKey, PodView] = {}
         self._components: dict[ComponentKey, _Component] = {}
         self._graphs: dict[GraphKey, _Graph] = {}
-        self._label_sets: Index[LabelSetKey, ObjectKey] = Index()
-        self._by_label: Index[tuple[str, str, str], LabelSetKey] = Index()
-        self._label_values: Index[tuple[str, str], str] = Index()
-        self._by_namespace: Index[str, LabelSetKey] = Index()
         self.deployments: dict[ObjectKey, DeploymentView] = {}
         self._deployment_anchor: Index[tuple[str, str, str], ObjectKey] = Index()
         self._deployment_unanchored: Index[str, ObjectKey] = Index()
@@ -127,40 +120,6 @@ class Aggregator:
     def pods_of_component(self, component: ComponentKey) -> set[ObjectKey]:
         state = self._components.get(component)
         return state.pods if state is not None else _EMPTY
-
-    def select(self, namespace: str, selector: Selector) -> list[ObjectKey]:
-        """The tracked Pods a label selector selects.
-
-        Candidates are the label sets (not Pods) under the smallest index entry a positive term allows;
-        the selector is matched once per label set, and its Pods are taken whole.
-        """
-        best: set[LabelSetKey] | None = None
-        for term in selector:
-            if not term.positive:
-                continue
-            if term.operator == "In" and len(term.values) == 1:
-                found = self._by_label.get((namespace, term.key, term.values[0]))
-            else:
-                values = term.values if term.operator == "In" else self._label_values.get((namespace, term.key))
-                found = set()
-                for value in values:
-                    found |= self._by_label.get((namespace, term.key, value))
-            if best is None or len(found) < len(best):
-                best = found
-            if not best:
-                return []
-        candidates = self._by_namespace.get(namespace) if best is None else best
-        selected: list[ObjectKey] = []
-        for label_set in candidates:
-            if selector_matches(selector, label_set[1]):
-                selected.extend(self._label_sets.get(label_set))
-        return selected
-
-    def pods_of_deployment(self, namespace: str, name: str) -> list[ObjectKey]:
-        deployment = self.deployments.get((namespace, name))
-        if deployment is None or deployment.selector is None:
-            return []
-        return self.select(namespace, deployment.selector)
 
     def deployments_selecting(self, pod: PodView) -> Iterator[DeploymentView]:
         """Deployments whose selector matches the Pod, through the anchor index: no scan of Deployments."""
@@ -205,14 +164,6 @@ class Aggregator:
         old = self.pods.get(key)
         if old is None and new is None:
             return []
-        old_labels = old.labels if old is not None else None
-        new_labels = new.labels if new is not None else None
-        namespace = (new or old).namespace  # type: ignore[union-attr]
-        if old_labels != new_labels:
-            if old_labels is not None:
-                self._unindex_labels(key, namespace, old_labels)
-            if new_labels is not None:
-                self._index_labels(key, namespace, new_labels)
         if new is None:
             del self.pods[key]
         else:
@@ -238,27 +189,6 @@ class Aggregator:
         if len(touched) == 2 and touched[0] == touched[1]:
             touched.pop()
         return self._settle(touched, time)
-
-    def _index_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
-        label_set = (namespace, labels)
-        members = self._label_sets.get(label_set)
-        if members:
-            members.add(key)
-            return
-        self._label_sets.add(label_set, key)
-        self._by_namespace.add(namespace, label_set)
-        for label, value in label_pairs(labels):
-            self._by_label.add((namespace, label, value), label_set)
-            self._label_values.add((namespace, label), value)
-
-    def _unindex_labels(self, key: ObjectKey, namespace: str, labels: Labels) -> None:
-        label_set = (namespace, labels)
-        if not self._label_sets.remove(label_set, key):
-            return
-        self._by_namespace.remove(namespace, label_set)
-        for label, value in label_pairs(labels):
-            if self._by_label.remove((namespace, label, value), label_set):
-                self._label_values.remove((namespace, label), value)
 
     def _settle(self, components: list[ComponentKey], time: str | None) -> list[Output]:
         """Recompute the touched components, then their graphs once, then the statuses they decide.

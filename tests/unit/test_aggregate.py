@@ -8,7 +8,7 @@ from builders import container, crashing, dcd, deployment, event, healthy, label
 
 from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
 from pipeline.pipeline import Pipeline
-from pipeline.views import parse_selector
+from pipeline.views import parse_selector, selector_matches
 from stream.events import WatchEvent
 from stream.objects import LabelSelector, SelectorRequirement
 
@@ -164,11 +164,11 @@ def test_index_keys_are_dropped_when_sets_empty() -> None:
         h.feed(event("DELETED", crashing(f"p{i}", pod_labels=labels(**{"x": str(i)}))))
     a = h.aggregator
     assert (a.pods, a._components, a._graphs) == ({}, {}, {})
-    assert [len(i) for i in (a._label_sets, a._by_label, a._label_values, a._by_namespace)] == [0, 0, 0, 0]
     assert (len(h.filter._labels), len(h.filter._components)) == (0, 0)
 
 
 def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[str, Any]] | None = None) -> list[str]:
+    """The held Pods a label selector selects, as Kubernetes would (the semantics Deployments are matched by)."""
     selector = parse_selector(
         LabelSelector(
             match_labels=match or {},
@@ -176,10 +176,10 @@ def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[st
         )
     )
     assert selector is not None
-    return sorted(name for _, name in h.aggregator.select("ns", selector))
+    return sorted(name for (_, name), view in h.aggregator.pods.items() if selector_matches(selector, view.labels))
 
 
-def test_selectors_resolve_through_the_label_index() -> None:
+def test_selectors_match_as_kubernetes_does() -> None:
     h = Harness()
     h.feed(
         event("ADDED", crashing("a", pod_labels=labels(tier="gpu", sel="w"))),
@@ -203,7 +203,7 @@ def test_deployment_index_finds_pods_and_owner_dcd_names_the_component() -> None
     h.feed(event("ADDED", deployment("dep", match_labels={"sel": "w"}, owner_dcd="g-worker")))
     got = h.changes(event("ADDED", crashing("a", pod_labels=labels(sel="w"))))
     assert got[0].dcd == "g-worker"  # type: ignore[union-attr]
-    assert h.aggregator.pods_of_deployment("ns", "dep") == [("ns", "a")]
+    assert [d.name for d in h.aggregator.deployments_selecting(h.aggregator.pods[("ns", "a")])] == ["dep"]
     # a DCD labelled with the component is preferred
     h.feed(event("ADDED", dcd("g-worker-abc123")))
     got = h.changes(event("MODIFIED", crashing("a", restarts=3, pod_labels=labels(sel="w"))))
@@ -223,7 +223,7 @@ def test_replicas_share_one_label_set_and_selection_still_finds_each() -> None:
         h.feed(event("ADDED", crashing(f"r{i}", pod_labels=labels(sel="w"))))
     views = [h.aggregator.pods[("ns", f"r{i}")] for i in range(3)]
     assert views[0].labels is views[1].labels is views[2].labels
-    assert len(h.aggregator._label_sets) == 1
+    assert len(h.filter._labels) == 1
     assert _select(h, {"sel": "w"}) == ["r0", "r1", "r2"]
     h.feed(event("MODIFIED", crashing("r1", pod_labels=labels(sel="v"))))
     assert _select(h, {"sel": "w"}) == ["r0", "r2"]
