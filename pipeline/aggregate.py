@@ -24,7 +24,9 @@ from pipeline.readiness import graph_readiness
 from pipeline.status import dcd_available, dcd_stalled, dgd_ready, dgd_stalled, wanted_status
 from pipeline.views import (
     ComponentKey,
+    DcdView,
     DeploymentView,
+    DgdView,
     GraphKey,
     PodView,
     StatusView,
@@ -109,10 +111,10 @@ class Aggregator:
         self._deployment_anchor: Index[tuple[str, str, str], ObjectKey] = Index()
         self._deployment_unanchored: Index[str, ObjectKey] = Index()
         self._deployment_by_dcd: Index[ObjectKey, ObjectKey] = Index()
-        self.dcds: dict[ObjectKey, StatusView] = {}
+        self.dcds: dict[ObjectKey, DcdView] = {}
         self._dcd_by_component: Index[ComponentKey, ObjectKey] = Index()
         self._dcd_by_graph: Index[GraphKey, ObjectKey] = Index()
-        self.dgds: dict[ObjectKey, StatusView] = {}
+        self.dgds: dict[ObjectKey, DgdView] = {}
         self._sent: dict[tuple[str, ObjectKey], tuple[StatusWanted, StatusView]] = {}
 
     # --- queries -------------------------------------------------------------------------------------
@@ -148,15 +150,17 @@ class Aggregator:
         return outputs
 
     def apply(self, change: ObjectChange) -> list[Output]:
-        view = change.view
-        new = view if change.op == "upsert" else None
-        if isinstance(view, PodView):
-            return self._apply_pod(change.key, new, change.time)  # type: ignore[arg-type]
-        if isinstance(view, DeploymentView):
-            return self._apply_deployment(change.key, new, change.time)  # type: ignore[arg-type]
-        if view.kind == "DynamoComponentDeployment":
-            return self._apply_dcd(change.key, new, change.time)  # type: ignore[arg-type]
-        return self._apply_dgd(change.key, new, change.time)  # type: ignore[arg-type]
+        """The one dispatch on an object's kind: its view's type."""
+        upsert = change.op == "upsert"
+        match change.view:
+            case PodView() as pod:
+                return self._apply_pod(change.key, pod if upsert else None, change.time)
+            case DeploymentView() as deployment:
+                return self._apply_deployment(change.key, deployment if upsert else None, change.time)
+            case DcdView() as dcd:
+                return self._apply_dcd(change.key, dcd if upsert else None, change.time)
+            case DgdView() as dgd:
+                return self._apply_dgd(change.key, dgd if upsert else None, change.time)
 
     # --- Pods ---------------------------------------------------------------------------------------
 
@@ -355,7 +359,7 @@ class Aggregator:
             return None
         return (dcd.namespace, dcd.graph, dcd.component)
 
-    def _apply_dcd(self, key: ObjectKey, new: StatusView | None, time: str | None) -> list[Output]:
+    def _apply_dcd(self, key: ObjectKey, new: DcdView | None, time: str | None) -> list[Output]:
         old = self.dcds.pop(key, None)
         graphs: list[GraphKey] = []
         for view, add in ((old, False), (new, True)):
@@ -379,7 +383,7 @@ class Aggregator:
             outputs += self._plan_dgd(graph, now)
         return outputs + self._judge(graphs, time)
 
-    def _apply_dgd(self, key: ObjectKey, new: StatusView | None, time: str | None) -> list[Output]:
+    def _apply_dgd(self, key: ObjectKey, new: DgdView | None, time: str | None) -> list[Output]:
         if new is None:
             self.dgds.pop(key, None)
             self._sent.pop(("dgd", key), None)

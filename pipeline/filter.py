@@ -14,20 +14,9 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from pipeline.views import (
-    ComponentKey,
-    DeploymentView,
-    Labels,
-    PodView,
-    StatusView,
-    View,
-    deployment_view,
-    intern_labels,
-    pod_view,
-    status_view,
-)
+from pipeline.views import VIEWS, ComponentKey, Labels, PodView, View, intern_labels, pod_view
 from stream.events import WatchEvent
-from stream.objects import Deployment, DynamoComponentDeployment, DynamoGraphDeployment, Pod
+from stream.objects import Pod
 
 # Objects are keyed by namespace and name: a delete and a recreate that arrive as one update are then
 # just an update, and the uid guards against a late DELETED of an object that was already replaced.
@@ -52,14 +41,9 @@ class PodObservation(msgspec.Struct, frozen=True, gc=False, array_like=True):
 
 
 def view_of(event: WatchEvent) -> View | None:
-    obj = event.object
-    if isinstance(obj, Pod):
-        return pod_view(obj)
-    if isinstance(obj, Deployment):
-        return deployment_view(obj)
-    if isinstance(obj, DynamoComponentDeployment | DynamoGraphDeployment):
-        return status_view(obj)
-    return None
+    """The view of the event's object, or None for a kind no diagnosis reads (a Status, say)."""
+    make = VIEWS.get(type(event.object))
+    return make(event.object) if make is not None else None
 
 
 T = TypeVar("T", bound=Hashable)
@@ -105,7 +89,7 @@ class EventFilter:
 
     def __init__(self) -> None:
         self._pods: dict[ObjectKey, PodView] = {}
-        self._others: dict[tuple[type, str], dict[ObjectKey, View]] = {}
+        self._others: dict[type, dict[ObjectKey, View]] = {}  # per view type
         self._labels: _Shared[Labels] = _Shared(intern_labels)
         self._components: _Shared[ComponentKey] = _Shared(_intern_key)
 
@@ -123,8 +107,7 @@ class EventFilter:
         view = view_of(event)
         if view is None:
             return None
-        kind = view.kind if isinstance(view, StatusView) else type(view).__name__
-        views = self._others.setdefault((type(view), kind), {})
+        views = self._others.setdefault(type(view), {})
         key = (view.namespace, view.name)
         old = views.get(key)
         if event.type == "DELETED":
@@ -181,15 +164,3 @@ class EventFilter:
         self._labels.release(old.labels)
         if old.component is not None:
             self._components.release(old.component)
-
-
-__all__ = [
-    "DeploymentView",
-    "EventFilter",
-    "ObjectChange",
-    "ObjectKey",
-    "PodObservation",
-    "PodView",
-    "StatusView",
-    "view_of",
-]

@@ -8,6 +8,8 @@ of one component share them.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -160,9 +162,10 @@ def deployment_view(deployment: Deployment) -> DeploymentView:
 
 
 class StatusView(msgspec.Struct, frozen=True, gc=False):
-    """A DCD or DGD: who it is, and the status fields crashwatch may write."""
+    """A DCD or DGD: who it is, and the status fields crashwatch may write. Each kind has its own view
+    type (`DcdView`, `DgdView`), so the aggregator dispatches on the type alone."""
 
-    kind: str
+    kind: ClassVar[str]
     api_version: str
     uid: str
     namespace: str
@@ -182,11 +185,18 @@ class StatusView(msgspec.Struct, frozen=True, gc=False):
         return None
 
 
-def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> StatusView:
+class DcdView(StatusView, frozen=True, gc=False):
+    kind: ClassVar[str] = "DynamoComponentDeployment"
+
+
+class DgdView(StatusView, frozen=True, gc=False):
+    kind: ClassVar[str] = "DynamoGraphDeployment"
+
+
+def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> DcdView | DgdView:
     meta = obj.metadata
     is_dgd = isinstance(obj, DynamoGraphDeployment)
-    return StatusView(
-        kind="DynamoGraphDeployment" if is_dgd else "DynamoComponentDeployment",
+    return (DgdView if is_dgd else DcdView)(
         api_version=obj.api_version or "nvidia.com/v1alpha1",
         uid=meta.uid,
         namespace=_intern(meta.namespace),
@@ -201,4 +211,12 @@ def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> Statu
     )
 
 
-View = PodView | DeploymentView | StatusView
+View = PodView | DeploymentView | DcdView | DgdView
+
+# The one place a decoded object's kind picks its view; the aggregator dispatches on the view's type.
+VIEWS: dict[type[Any], Callable[[Any], View]] = {
+    Pod: pod_view,
+    Deployment: deployment_view,
+    DynamoComponentDeployment: status_view,
+    DynamoGraphDeployment: status_view,
+}
