@@ -38,7 +38,7 @@ from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
-from stream.client import ApiError, ConfigError, KubeClient, backoff
+from stream.client import ApiError, Backoff, ConfigError, KubeClient
 from stream.record import Recorder
 from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
 from stream.resources import DEPLOYMENTS, PODS, Resource, discover_dynamo, dynamo_resources
@@ -149,7 +149,7 @@ def _not_ready(life: _Lifecycle) -> str | None:
 
 async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str], None]) -> str | None:
     """The Dynamo CRDs' version, waiting out an API server that cannot be reached yet."""
-    attempt = 0
+    backoff = Backoff(options.watch.initial_backoff, options.watch.max_backoff)
     while True:
         try:
             return await discover_dynamo(client, options.watch.request_timeout)
@@ -160,8 +160,7 @@ async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str
             if not exc.retryable:
                 log(f"discovering the Dynamo CRDs at {client.server}: {exc}")
                 raise _Stop(exitcodes.UNAVAILABLE) from None
-            delay = backoff(attempt, options.watch.initial_backoff, options.watch.max_backoff)
-            attempt += 1
+            delay = backoff.next(exc.retry_after)
             log(f"{exc}; retrying in {delay:.1f}s")
             await anyio.sleep(delay)
 

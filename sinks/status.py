@@ -27,7 +27,7 @@ from anyio.abc import ObjectReceiveStream
 from pipeline.changes import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
-from stream.client import ApiError, KubeClient, backoff
+from stream.client import ApiError, Backoff, KubeClient
 from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
 from stream.resources import Resource, dynamo_resources
 
@@ -180,7 +180,7 @@ class StatusPatcher:
         resource = _resource(wanted)
         path = resource.path(wanted.namespace, wanted.name, "status")
         where = f"{wanted.kind} {wanted.namespace}/{wanted.name}"
-        attempt = 0
+        backoff = Backoff(0.5, self.settings.retry_max)
         current: StatusWanted | None = wanted
         while True:
             if current is None:
@@ -214,9 +214,7 @@ class StatusPatcher:
                     self.log(f"cannot write the status of {where}: {exc}")
                     return False
                 self.stats.retries += 1
-                delay = backoff(attempt, 0.5, self.settings.retry_max)
-                delay = max(delay, exc.retry_after) if exc.retry_after is not None else delay
-                attempt += 1
+                delay = backoff.next(exc.retry_after)
                 self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s")
                 await anyio.sleep(delay)
                 if entry.wanted is not None:
@@ -237,7 +235,7 @@ class StatusPatcher:
     async def _reread(self, resource: Resource, wanted: StatusWanted, where: str) -> tuple[bool, StatusWanted | None]:
         """Whether the object is still there (not gone, not replaced by another of the same name), and
         the write it now needs: the wanted status merged into what it says now, or None if it says it."""
-        attempt = 0
+        backoff = Backoff(0.5, self.settings.retry_max)
         while True:
             try:
                 response = await self.client.request(
@@ -250,8 +248,7 @@ class StatusPatcher:
                 if not exc.retryable:
                     self.log(f"cannot read {where}: {exc}")
                     return False, None
-                await anyio.sleep(backoff(attempt, 0.5, self.settings.retry_max))
-                attempt += 1
+                await anyio.sleep(backoff.next(exc.retry_after))
         try:
             obj = resource.object_decoder().decode(response.body)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:

@@ -57,9 +57,26 @@ class Response:
     body: bytes
 
 
-def backoff(attempt: int, initial: float = 0.5, ceiling: float = 30.0) -> float:
-    """Exponential backoff with full jitter: many watchers restarting at once do not retry in step."""
-    return random.uniform(0, min(ceiling, initial * 2**attempt))
+class Backoff:
+    """The one retry schedule: exponential with full jitter (many watchers restarting at once do not
+    retry in step), and never sooner than the server asked with Retry-After."""
+
+    __slots__ = ("ceiling", "failures", "initial")
+
+    def __init__(self, initial: float = 0.5, ceiling: float = 30.0) -> None:
+        self.initial = initial
+        self.ceiling = ceiling
+        self.failures = 0
+
+    def next(self, retry_after: float | None = None) -> float:
+        """The delay before the next try, counting one more failure."""
+        delay = random.uniform(0, min(self.ceiling, self.initial * 2**self.failures))
+        self.failures += 1
+        return delay if retry_after is None else max(delay, retry_after)
+
+    def reset(self) -> None:
+        """It worked: the next failure starts over from `initial`."""
+        self.failures = 0
 
 
 class KubeClient:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
-from stream.client import ApiError, KubeClient, backoff
+from stream.client import ApiError, Backoff, KubeClient
 from stream.decode import decode_event
 from stream.events import EventType, WatchEvent
 from stream.objects import KubeObject, Status
@@ -106,43 +106,43 @@ class Reflector:
         await self._retrying(self._relist)
         if listed is not None:
             await listed()
-        failures = 0
+        backoff = self._backoff()
         while True:
             try:
                 received = await self._watch()
             except Gone:
                 self.log(f"{self.where}: resourceVersion {self.resource_version} is gone, listing again")
                 await self._retrying(self._relist)
-                failures = 0
+                backoff.reset()
                 continue
             except _Retry as exc:
-                failures = await self._back_off(failures, exc, f"watch {self.where}", "resuming")
+                await self._back_off(backoff, exc, f"watch {self.where}", "resuming")
                 continue
             if received:
-                failures = 0
+                backoff.reset()
 
     async def _hand_on(self, events: list[WatchEvent]) -> None:
         self.events += len(events)
         await self.emit(events)
 
-    async def _back_off(self, failures: int, exc: _Retry, what: str, then: str) -> int:
-        """Say what failed, wait (jittered, doubling, at least Retry-After); the failures so far."""
+    def _backoff(self) -> Backoff:
+        return Backoff(self.settings.initial_backoff, self.settings.max_backoff)
+
+    async def _back_off(self, backoff: Backoff, exc: _Retry, what: str, then: str) -> None:
+        """Say what failed, and wait as the backoff says (at least Retry-After)."""
         self.errors += 1
-        delay = backoff(failures, self.settings.initial_backoff, self.settings.max_backoff)
-        if exc.retry_after is not None:
-            delay = max(delay, exc.retry_after)
+        delay = backoff.next(exc.retry_after)
         self.log(f"{what}: {exc}; {then} in {delay:.1f}s")
         await anyio.sleep(delay)
-        return failures + 1
 
     async def _retrying(self, action: Callable[[], Awaitable[None]]) -> None:
-        failures = 0
+        backoff = self._backoff()
         while True:
             try:
                 await action()
                 return
             except _Retry as exc:
-                failures = await self._back_off(failures, exc, f"list {self.where}", "retrying")
+                await self._back_off(backoff, exc, f"list {self.where}", "retrying")
 
     def _check(self, exc: ApiError) -> None:
         """Map an API error to what the reflector does about it."""
