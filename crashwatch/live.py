@@ -30,7 +30,7 @@ from anyio.abc import ObjectSendStream
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.stages import Events, Synced, pipeline_stage
-from pipeline.changes import Output
+from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.http_server import HttpServer
 from sinks.metrics import Metrics, metrics_sink

@@ -328,7 +328,7 @@ class ParallelDecoder:
         items: list[Item] = []
         taken = 0
         for raw in result.raw:
-            self._take(result.pods, taken, raw.before, items)
+            self._pass_on_changed(result.pods, taken, raw.before, items)
             taken = raw.before
             cut = cut_at_end and raw.end == size
             for item in read_line(mapped[raw.start : raw.end], f"{source.name}:{base + raw.line}", cut):
@@ -336,10 +336,10 @@ class ParallelDecoder:
                     meta = item.object.metadata
                     self._passed.pop(_pod_key(meta.namespace, meta.name), None)
                 items.append(item)
-        self._take(result.pods, taken, len(result.pods), items)
+        self._pass_on_changed(result.pods, taken, len(result.pods), items)
         return items
 
-    def _take(self, pods: list[_PodLine], start: int, stop: int, items: list[Item]) -> None:
+    def _pass_on_changed(self, pods: list[_PodLine], start: int, stop: int, items: list[Item]) -> None:
         passed = self._passed
         for index in range(start, stop):
             pod = pods[index]

@@ -28,8 +28,8 @@ from anyio.abc import ObjectSendStream
 from crashwatch import exitcodes
 from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from crashwatch.stages import Events, pipeline_stage
-from pipeline.changes import Output
 from pipeline.filter import PodObservation
+from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from stream.events import BadRecord, WatchEvent

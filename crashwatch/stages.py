@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from pipeline.changes import Output
 from pipeline.filter import PodObservation
+from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from stream.events import WatchEvent
 

@@ -5,7 +5,7 @@ component; Deployments by selector anchor and by owning DCD; DCDs by component a
 follows the size of the answer, never the number of Pods held. An index is kept only where a decision
 reads it: a selector lookup of Pods would come back as a named index the day a path needs one. Verdicts are
 level-triggered: a component's verdict is recomputed from its current crash-looping Pods whenever one of
-them changes, and a `Change` is emitted only when that verdict or its finding differs from the last one.
+them changes, and a `ComponentChange` is emitted only when that verdict or its finding differs from the last one.
 Index keys are dropped when their sets empty, so churn does not grow memory.
 """
 
@@ -16,10 +16,10 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from pipeline.changes import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.crashloop import Finding
-from pipeline.filter import ObjectChange, ObjectKey
+from pipeline.filter import ObjectKey, ObjectUpdate
 from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
+from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.readiness import graph_readiness
 from pipeline.status import dcd_available, dcd_stalled, dgd_ready, dgd_stalled, wanted_status
 from pipeline.views import (
@@ -94,7 +94,7 @@ class _Graph:
 
 
 class Aggregator:
-    """Consumes `ObjectChange`s from the filter; returns the `Output`s each one causes, in order."""
+    """Consumes `ObjectUpdate`s from the filter; returns the `Output`s each one causes, in order."""
 
     def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True, readiness: bool = False) -> None:
         """`synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
@@ -149,7 +149,7 @@ class Aggregator:
             outputs.append(Listed(time))
         return outputs
 
-    def apply(self, change: ObjectChange) -> list[Output]:
+    def apply(self, change: ObjectUpdate) -> list[Output]:
         """The one dispatch on an object's kind: its view's type."""
         upsert = change.op == "upsert"
         match change.view:

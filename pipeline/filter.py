@@ -23,7 +23,7 @@ from stream.objects import Pod
 ObjectKey = tuple[str, str]
 
 
-class ObjectChange(msgspec.Struct, frozen=True, gc=False):
+class ObjectUpdate(msgspec.Struct, frozen=True, gc=False):
     """An object's new view (`upsert`) or its departure (`delete`, with its last view)."""
 
     op: Literal["upsert", "delete"]
@@ -49,7 +49,7 @@ def view_of(event: WatchEvent) -> View | None:
 T = TypeVar("T", bound=Hashable)
 
 
-class _Shared(Generic[T]):
+class _ValuePool(Generic[T]):
     """One object per distinct value, counted, so the replicas of a template share their labels tuple
     and component key instead of holding a copy each; a value no view holds any more is forgotten."""
 
@@ -90,13 +90,13 @@ class EventFilter:
     def __init__(self) -> None:
         self._pods: dict[ObjectKey, PodView] = {}
         self._others: dict[type, dict[ObjectKey, View]] = {}  # per view type
-        self._labels: _Shared[Labels] = _Shared(intern_labels)
-        self._components: _Shared[ComponentKey] = _Shared(_intern_key)
+        self._labels: _ValuePool[Labels] = _ValuePool(intern_labels)
+        self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
 
     def __len__(self) -> int:
         return len(self._pods) + sum(len(views) for views in self._others.values())
 
-    def observe(self, event: WatchEvent | PodObservation) -> ObjectChange | None:
+    def observe(self, event: WatchEvent | PodObservation) -> ObjectUpdate | None:
         if isinstance(event, PodObservation):
             return self.observe_pod(event.type, event.view, event.time)
         obj = event.object
@@ -114,13 +114,13 @@ class EventFilter:
             if old is None or old.uid != view.uid:
                 return None
             del views[key]
-            return ObjectChange("delete", key, old, event.time)
+            return ObjectUpdate("delete", key, old, event.time)
         if old == view:
             return None
         views[key] = view
-        return ObjectChange("upsert", key, view, event.time)
+        return ObjectUpdate("upsert", key, view, event.time)
 
-    def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectChange | None:
+    def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectUpdate | None:
         """The hot path: most events are Pod updates, and most of those change nothing we read.
 
         Takes the Pod's view rather than the Pod, so that views computed elsewhere (in the worker
@@ -134,7 +134,7 @@ class EventFilter:
             if old is None or old.uid != view.uid:
                 return None
             self._forget(key, old)
-            return ObjectChange("delete", key, old, time)
+            return ObjectUpdate("delete", key, old, time)
         if old is not None and (old.finding, old.labels, old.uid, old.component) == (
             view.finding,
             view.labels,
@@ -146,7 +146,7 @@ class EventFilter:
             if old is None:
                 return None
             self._forget(key, old)
-            return ObjectChange("delete", key, old, time)
+            return ObjectUpdate("delete", key, old, time)
         component = self._components.acquire(view.component)
         view = msgspec.structs.replace(
             view, namespace=component[0], labels=self._labels.acquire(view.labels), component=component
@@ -154,7 +154,7 @@ class EventFilter:
         if old is not None:
             self._release(old)
         self._pods[key] = view
-        return ObjectChange("upsert", key, view, time)
+        return ObjectUpdate("upsert", key, view, time)
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]

@@ -124,5 +124,4 @@ class Listed(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-Change = ComponentChange | GraphChange
 Output = ComponentChange | GraphChange | StatusWanted | GraphReadiness | Listed

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pipeline.aggregate import Aggregator
-from pipeline.changes import Output
 from pipeline.filter import EventFilter, PodObservation
+from pipeline.outputs import Output
 from stream.events import WatchEvent
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pipeline.changes import CrashLooping, GraphReadiness, Verdict
 from pipeline.graph import GraphVerdict
+from pipeline.outputs import CrashLooping, GraphReadiness, Verdict
 from pipeline.status import DGD_CONDITION, STALLED, dcd_is_available
 from pipeline.views import StatusView
 

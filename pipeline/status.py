@@ -14,9 +14,9 @@ from collections.abc import Iterable
 
 import msgspec
 
-from pipeline.changes import StatusWanted
 from pipeline.crashloop import Finding
 from pipeline.graph import REASON_CRASH_LOOPING, GraphVerdict
+from pipeline.outputs import StatusWanted
 from pipeline.views import DeploymentView, StatusView
 from stream.objects import Condition
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.changes import ComponentChange, GraphChange, GraphReadiness, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
 
 
 class ComponentLine(msgspec.Struct):

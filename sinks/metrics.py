@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pipeline.changes import ComponentChange, GraphChange, Output
+from pipeline.outputs import ComponentChange, GraphChange, Output
 from stream.resources import Resource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST

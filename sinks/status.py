@@ -24,7 +24,7 @@ import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.changes import Output, StatusWanted
+from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
 from stream.client import ApiError, Backoff, KubeClient
@@ -65,7 +65,9 @@ class TokenBucket:
 
 
 @dataclass
-class _Object:
+class _WriteState:
+    """One object's writes: the newest status wanted, whether a write is under way, what landed last."""
+
     wanted: StatusWanted | None = None
     busy: bool = False
     written: tuple[object, ...] | None = None  # what our last successful write said
@@ -113,7 +115,7 @@ class StatusPatcher:
         self.log = log or (lambda message: None)
         self.clock = clock or _now
         self.stats = PatchStats()
-        self._objects: dict[tuple[str, str, str], _Object] = {}
+        self._objects: dict[tuple[str, str, str], _WriteState] = {}
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst)
         self._requests = anyio.CapacityLimiter(self.settings.concurrency)
         self._closing = False
@@ -136,14 +138,14 @@ class StatusPatcher:
         key = (wanted.kind, wanted.namespace, wanted.name)
         entry = self._objects.get(key)
         if entry is None:
-            entry = self._objects[key] = _Object()
+            entry = self._objects[key] = _WriteState()
         entry.wanted = wanted  # newer replaces older: only the newest is ever written
         entry.woken.set()
         if not entry.busy:
             entry.busy = True
             tg.start_soon(self._drive, key, entry)
 
-    async def _drive(self, key: tuple[str, str, str], entry: _Object) -> None:
+    async def _drive(self, key: tuple[str, str, str], entry: _WriteState) -> None:
         """Write an object's newest wanted status, and go on while newer ones arrive."""
         try:
             while entry.wanted is not None:
@@ -175,7 +177,7 @@ class StatusPatcher:
             if entry.wanted is None and entry.written is None:
                 self._objects.pop(key, None)
 
-    async def _write(self, wanted: StatusWanted, entry: _Object) -> bool:
+    async def _write(self, wanted: StatusWanted, entry: _WriteState) -> bool:
         """Patch until it lands, is no longer needed, or is superseded. True when the object says it."""
         resource = _resource(wanted)
         path = resource.path(wanted.namespace, wanted.name, "status")

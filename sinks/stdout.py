@@ -11,7 +11,7 @@ from typing import BinaryIO, Literal
 
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
 from sinks.lines import json_line, patch_line, text_line
 
 Format = Literal["text", "json"]

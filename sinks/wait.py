@@ -17,7 +17,7 @@ from typing import BinaryIO, Literal
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.changes import GraphReadiness, Listed, Output
+from pipeline.outputs import GraphReadiness, Listed, Output
 from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
 
 GraphName = tuple[str, str]  # namespace, name

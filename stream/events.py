@@ -1,7 +1,8 @@
-"""The one event type every source emits and every stage consumes.
+"""The event type every source emits: a live watch and a recorded log both decode to `WatchEvent`.
 
-A live watch and a recorded log both decode to `WatchEvent`. `time` is when the event was recorded (recorded
-logs carry it in a top-level "time" key; live sources stamp arrival), or None when the log has none.
+`time` is when the event was recorded (recorded logs carry it in a top-level "time" key; live sources
+stamp arrival), or None when the log has none. (A parallel replay's workers send a Pod event already
+reduced to its view, `PodObservation`, which the pipeline takes the same way.)
 """
 
 from __future__ import annotations

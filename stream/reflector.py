@@ -270,7 +270,7 @@ class Reflector:
                     lines = data.split(b"\n")
                     rest = lines.pop()
                     if lines:
-                        received = await self._take(lines) or received
+                        received = await self._hand_on_lines(lines) or received
         except ApiError as exc:
             self._check(exc)
         except (OSError, TimeoutError) as exc:
@@ -281,7 +281,7 @@ class Reflector:
             raise
         return received
 
-    async def _take(self, lines: list[bytes]) -> bool:
+    async def _hand_on_lines(self, lines: list[bytes]) -> bool:
         time = self.clock()
         events: list[WatchEvent] = []
         known = self.known

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from fakeapi import FakeApi, Fault
 
-from pipeline.changes import Output, StatusWanted
+from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
 from sinks.status import PatchSettings, StatusPatcher

@@ -6,7 +6,7 @@ from typing import Any
 
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
-from pipeline.changes import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
 from pipeline.pipeline import Pipeline
 from pipeline.views import parse_selector, selector_matches
 from stream.events import WatchEvent

@@ -9,26 +9,12 @@ The argocd-cm snippet must carry the very same scripts."""
 
 from __future__ import annotations
 
-import datetime
-from pathlib import Path
 from typing import Any
 
 import lupa.lua51 as lupa
 import pytest
 import yaml
-
-ARGOCD = Path(__file__).resolve().parents[2] / "k8s" / "argocd"
-CUSTOMIZATIONS = ARGOCD / "resource_customizations"
-KINDS = ("nvidia.com/DynamoComponentDeployment", "nvidia.com/DynamoGraphDeployment")
-# The codes Argo CD accepts from a script; anything else it turns into Unknown.
-VALID = {"Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"}
-
-# Argo CD leaves the standard libraries closed for a check from argocd-cm (unless
-# resource.customizations.useOpenLibs.<group>_<kind> opens them): only package, base, table and a cut-down os.
-SANDBOX = """
-getmetatable("").__index = nil
-string, math, io, os, debug, coroutine = nil, nil, nil, nil, nil, nil
-"""
+from argocd import ARGOCD, CUSTOMIZATIONS, KINDS, SANDBOX, health
 
 
 def cases(kind: str) -> list[dict[str, Any]]:
@@ -37,35 +23,6 @@ def cases(kind: str) -> list[dict[str, Any]]:
 
 
 ALL = [(kind, case) for kind in KINDS for case in cases(kind)]
-
-
-def to_lua(lua: Any, value: Any) -> Any:
-    """A YAML value as Argo CD hands it to Lua: maps and lists as tables (lists 1-based), scalars as they are."""
-    if isinstance(value, dict):
-        table = lua.table()
-        for key, item in value.items():
-            table[key] = to_lua(lua, item)
-        return table
-    if isinstance(value, list):
-        table = lua.table()
-        for index, item in enumerate(value, start=1):
-            table[index] = to_lua(lua, item)
-        return table
-    # Argo CD reads manifests as JSON: a timestamp YAML would parse as a date must be quoted, as kubectl does.
-    assert not isinstance(value, datetime.date), f"unquoted timestamp {value!r}: quote it"
-    return value
-
-
-def health(kind: str, obj: dict[str, Any]) -> tuple[str, str]:
-    lua = lupa.LuaRuntime()
-    lua.execute(SANDBOX)
-    lua.globals().obj = to_lua(lua, obj)
-    result = lua.execute((CUSTOMIZATIONS / kind / "health.lua").read_text())
-    assert lupa.lua_type(result) == "table", f"the script returned {result!r}, not a table"
-    status, message = result["status"], result["message"]
-    assert status in VALID, f"Argo CD would turn {status!r} into Unknown"
-    assert message is None or isinstance(message, str)
-    return status, message or ""
 
 
 @pytest.mark.parametrize(("kind", "case"), ALL, ids=[f"{kind.split('/')[1]}/{case['inputPath']}" for kind, case in ALL])

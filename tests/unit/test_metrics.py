@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.changes import ComponentChange, GraphChange
 from pipeline.crashloop import Finding
+from pipeline.outputs import ComponentChange, GraphChange
 from sinks.metrics import Metrics
 from sinks.status import PatchStats
 from stream.resources import PODS

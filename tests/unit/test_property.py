@@ -9,9 +9,9 @@ from builders import COMPONENT, GRAPH, container, event, labels, pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.changes import ComponentChange, GraphChange
 from pipeline.crashloop import Finding, crash_loop
 from pipeline.graph import graph_verdict
+from pipeline.outputs import ComponentChange, GraphChange
 from pipeline.pipeline import Pipeline
 from stream.objects import Pod
 

@@ -11,7 +11,7 @@ import pytest
 from builders import crashing, dcd, dgd, event, healthy, stalled
 
 from crashwatch.cli import _duration
-from pipeline.changes import GraphReadiness, Listed, Output
+from pipeline.outputs import GraphReadiness, Listed, Output
 from pipeline.pipeline import Pipeline
 from sinks.wait import GraphWaiter
 from stream.events import WatchEvent

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from builders import crashing, dcd, deployment, dgd, event, healthy, stalled
 
-from pipeline.changes import StatusWanted
+from pipeline.outputs import StatusWanted
 from pipeline.pipeline import Pipeline
 from stream.events import WatchEvent
 
