@@ -5,7 +5,8 @@ are) is run through its health.lua in Lua 5.1, the language of gopher-lua, with 
 read from the case's testdata and only what Argo CD opens for a health check configured in argocd-cm: the
 base and table libraries. `string`, `math`, `io`, `os`, `debug` and string methods are gone, so a script
 that leans on them fails here as it would fail there (Argo CD then reports the resource Unknown).
-The argocd-cm snippet must carry the very same scripts."""
+The argocd-cm snippet must carry the very same scripts. The runner lives in tests/argocd.py, shared with
+tests/e2e/test_argocd.py, which runs the checks on the objects `crashwatch run` marks on the API server."""
 
 from __future__ import annotations
 
