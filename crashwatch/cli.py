@@ -151,6 +151,7 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
         help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
         "API server sends a bookmark about once a minute)",
     )
+    _group_window(parser)
     if not serve:
         return
     parser.add_argument(
@@ -167,6 +168,17 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
         metavar="SECONDS",
         help="on SIGTERM or SIGINT, stop watching and spend at most this long printing and writing what was "
         "already received; a second signal stops at once (default: 10)",
+    )
+
+
+def _group_window(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--group-window",
+        type=_duration,
+        default=600.0,
+        metavar="DURATION",
+        help="a LeaderWorkerSet group recreated at least twice, each after a failure and at most this long "
+        "apart, and not all Ready, is recreation-looping (default: 10m)",
     )
 
 
@@ -210,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the DCD/DGD status patches the live watcher would send (JSON lines) instead of verdict changes",
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
+    _group_window(replay)
     replay.add_argument(
         "-j",
         "--jobs",
@@ -400,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     strict=args.strict,
                     progress=args.progress,
                     jobs=args.jobs,
+                    group_window=args.group_window,
                 )
             )
         if args.command in ("run", "tail", "record"):
@@ -452,6 +466,7 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None) -> int:
             http_address=getattr(args, "http_address", None),
             graphs=graphs,
             timeout=getattr(args, "timeout", None),
+            group_window=args.group_window,
             watch=watch,
             patch=patch,
         )

@@ -30,6 +30,7 @@ from anyio.abc import ObjectSendStream
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.stages import Events, Synced, pipeline_stage
+from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.http_server import HttpServer
@@ -58,6 +59,7 @@ class LiveOptions:
     record: str | None = None
     graphs: list[str] | None = None  # wait, get: the DGDs named (in the one namespace); None: every one
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
+    group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -227,7 +229,9 @@ async def _watch(
                 send_metrics, receive_metrics = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_metrics)
                 tg.start_soon(metrics_sink, receive_metrics, metrics)
-            pipeline = Pipeline(clock=now_rfc3339, synced=False, readiness=judge is not None)
+            pipeline = Pipeline(
+                clock=now_rfc3339, synced=False, readiness=judge is not None, group_window=options.group_window
+            )
             tg.start_soon(pipeline_stage, receive_events, sinks, pipeline)
 
             reflectors = [

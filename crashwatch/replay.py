@@ -29,6 +29,7 @@ from crashwatch import exitcodes
 from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from crashwatch.stages import Events, pipeline_stage
 from pipeline.filter import PodObservation
+from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
@@ -47,6 +48,7 @@ class ReplayOptions:
     progress: bool | None = None  # None: when stderr is a terminal
     jobs: int | None = None  # decoding processes for large JSON-lines files; None: one per CPU, when it pays
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
+    group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
 
 
 @dataclass
@@ -243,7 +245,8 @@ async def replay(
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_logs, sources, send_events, err, options, outcome, progress)
-        tg.start_soon(pipeline_stage, receive_events, [send_out], Pipeline(clock=clock))
+        pipeline = Pipeline(clock=clock, group_window=options.group_window)
+        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline)
         tg.start_soon(print_lines, receive_out, out, render)
     progress.clear()
     if outcome.stopped:

@@ -18,10 +18,28 @@ import msgspec
 
 from pipeline.crashloop import Finding
 from pipeline.filter import ObjectKey, ObjectUpdate
-from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
+from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
+from pipeline.groups import (
+    DEFAULT_WINDOW,
+    GroupHistory,
+    GroupKey,
+    group_finding,
+    held_finding,
+    is_group_text,
+    seconds,
+)
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.readiness import graph_readiness
-from pipeline.status import dcd_available, dcd_stalled, dgd_ready, dgd_stalled, wanted_status
+from pipeline.status import (
+    DCD_CONDITION,
+    DCD_REASON_CRASH_LOOPING,
+    DGD_CONDITION,
+    dcd_available,
+    dcd_stalled,
+    dgd_ready,
+    dgd_stalled,
+    wanted_status,
+)
 from pipeline.views import (
     ComponentKey,
     DcdView,
@@ -69,6 +87,9 @@ class Index(Generic[K, M]):
     def get(self, key: K) -> set[M]:
         return self._sets.get(key) or _EMPTY
 
+    def keys(self) -> list[K]:
+        return list(self._sets)
+
     def __len__(self) -> int:
         return len(self._sets)
 
@@ -96,12 +117,22 @@ class _Graph:
 class Aggregator:
     """Consumes `ObjectUpdate`s from the filter; returns the `Output`s each one causes, in order."""
 
-    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True, readiness: bool = False) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], str] | None = None,
+        synced: bool = True,
+        readiness: bool = False,
+        group_window: float = DEFAULT_WINDOW,
+    ) -> None:
         """`synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
         Pod before it may conclude that a failure it reported earlier has cleared. `readiness=True` also
         emits a `GraphReadiness` whenever what a waiter sees of a graph changes (`wait` and `get`), from
-        `sync()` on."""
+        `sync()` on. `group_window` is the most seconds between two recreations of a LeaderWorkerSet group
+        that still make a loop (pipeline.groups)."""
         self._clock = clock or (lambda: EPOCH)
+        self.group_window = group_window
+        self._groups: dict[GroupKey, GroupHistory] = {}
+        self._groups_of: Index[ComponentKey, GroupKey] = Index()
         self.synced = synced
         self._readiness: dict[GraphKey, GraphReadiness] | None = {} if readiness else None
         self.pods: dict[ObjectKey, PodView] = {}
@@ -139,7 +170,9 @@ class Aggregator:
         """Every object has been listed once: decide every DCD's and DGD's status now."""
         self.synced = True
         now = time or self._clock()
-        outputs: list[Output] = []
+        # a group loop reported before a restart holds until its group is Ready: decide that now that
+        # the DCDs and DGDs that report it are all in
+        outputs: list[Output] = self._settle(sorted(self._groups_of.keys()), time, plan=False)
         for key in sorted(self.dcds):
             outputs += self._plan_dcd(key, now)
         for key in sorted(self.dgds):
@@ -190,11 +223,52 @@ class Aggregator:
                     target.looping = set()
                 target.looping.add(key)
         touched = [c for c in (old_component, new_component) if c is not None]
-        if len(touched) == 2 and touched[0] == touched[1]:
-            touched.pop()
+        if (old is not None and old.group is not None) or (new is not None and new.group is not None):
+            touched += self._observe_group(key, old, new, time)
+        touched = list(dict.fromkeys(touched))
         return self._settle(touched, time)
 
-    def _settle(self, components: list[ComponentKey], time: str | None) -> list[Output]:
+    def _observe_group(
+        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
+    ) -> list[ComponentKey]:
+        """Hand a LeaderWorkerSet Pod's change to its group's history; the components whose group
+        verdict may have changed."""
+        touched: list[ComponentKey] = []
+        namespace, name = key
+        new_group = new.group if new is not None and new.component is not None else None
+        if old is not None and old.group is not None:
+            old_key = (namespace, old.group.lws, old.group.group)
+            if new_group is None or old_key != (namespace, new_group.lws, new_group.group):
+                history = self._groups.get(old_key)
+                if history is not None:
+                    history.observe(name, old.uid, None, None, self.group_window)
+                    touched += self._forget_group_if_idle(old_key, history)
+        if new is not None and new_group is not None and new.component is not None:
+            group_key = (namespace, new_group.lws, new_group.group)
+            history = self._groups.get(group_key)
+            if history is None:
+                history = self._groups[group_key] = GroupHistory()
+            if history.component != new.component:
+                if history.component is not None:
+                    self._groups_of.remove(history.component, group_key)
+                    touched.append(history.component)
+                history.component = new.component
+                self._groups_of.add(new.component, group_key)
+            history.observe(name, new.uid, new_group, seconds(time), self.group_window)
+            touched.append(new.component)
+        return touched
+
+    def _forget_group_if_idle(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
+        """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember."""
+        if history.pods or history.streak or history.failure is not None:
+            return [history.component] if history.component is not None else []
+        del self._groups[group_key]
+        if history.component is None:
+            return []
+        self._groups_of.remove(history.component, group_key)
+        return [history.component]
+
+    def _settle(self, components: list[ComponentKey], time: str | None, plan: bool = True) -> list[Output]:
         """Recompute the touched components, then their graphs once, then the statuses they decide.
 
         Graphs come after all components, so a Pod moving between two components of one graph never
@@ -215,7 +289,7 @@ class Aggregator:
             graph_change = self._recompute_graph(graph, time)
             if graph_change is not None:
                 outputs.append(graph_change)
-        if not changed:
+        if not changed or not plan:
             return outputs
         now = time or self._clock()
         for component in changed:
@@ -256,7 +330,10 @@ class Aggregator:
             finding = pods[key].finding
             if finding is not None and (best is None or finding.pod < best.pod):
                 best = finding
-        if not state.pods:
+        groups = self._groups_of.get(component)
+        if best is None and groups:
+            best = self._group_finding(component, groups)
+        if not state.pods and not groups:
             del self._components[component]
         if best == state.reported:
             return None
@@ -279,6 +356,36 @@ class Aggregator:
             finding=best,
             message=best.describe() if best is not None else "no Pod is crash-looping",
         )
+
+    def _group_finding(self, component: ComponentKey, groups: set[GroupKey]) -> Finding | None:
+        """The first recreation-looping group of the component; else a group loop its status reports
+        while one of its groups is not Ready (a restarted watcher has lost the history that found it)."""
+        for group_key in sorted(groups):
+            history = self._groups[group_key]
+            if history.looping() and history.last_failure is not None:
+                return group_finding(group_key[1], group_key[2], history.streak, history.last_failure)
+        if all(self._groups[group_key].ready for group_key in groups):
+            return None
+        text = self._reported_group_loop(component)
+        return held_finding(text) if text is not None else None
+
+    def _reported_group_loop(self, component: ComponentKey) -> str | None:
+        """The group loop the component's DCD (else its DGD) reports, in crashwatch's own words."""
+        for dcd_key in sorted(self._dcd_by_component.get(component)):
+            available = self.dcds[dcd_key].condition(DCD_CONDITION)
+            if available is None or available.reason != DCD_REASON_CRASH_LOOPING:
+                continue
+            if is_group_text(available.message):
+                return available.message
+        dgd = self.dgds.get((component[0], component[1]))
+        ready = dgd.condition(DGD_CONDITION) if dgd is not None else None
+        if ready is None or ready.reason != REASON_CRASH_LOOPING:
+            return None
+        prefix = f"{component[2]}: "
+        for part in ready.message.removeprefix(GRAPH_MESSAGE_PREFIX).split("; "):
+            if part.startswith(prefix) and is_group_text(part[len(prefix) :]):
+                return part[len(prefix) :]
+        return None
 
     def _recompute_graph(self, graph_key: GraphKey, time: str | None) -> GraphChange | None:
         graph_state = self._graphs[graph_key]

@@ -23,8 +23,16 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
     restarts: int
     exit_code: int
     reason: str = ""
+    # a LeaderWorkerSet group's recreation loop (pipeline.groups): the group, how often it was recreated,
+    # and the finding's own words (the fields above are then the last failure's)
+    lws: str = ""
+    group: str = ""
+    recreations: int = 0
+    text: str = ""
 
     def describe(self) -> str:
+        if self.text:
+            return self.text
         why = f" ({self.reason})" if self.reason and self.reason != "Error" else ""
         return (
             f"container {self.container} of Pod {self.pod} restarted {self.restarts} times "

@@ -135,11 +135,12 @@ class EventFilter:
                 return None
             self._forget(key, old)
             return ObjectUpdate("delete", key, old, time)
-        if old is not None and (old.finding, old.labels, old.uid, old.component) == (
+        if old is not None and (old.finding, old.labels, old.uid, old.component, old.group) == (
             view.finding,
             view.labels,
             view.uid,
             view.component,
+            view.group,
         ):
             return None
         if view.component is None:

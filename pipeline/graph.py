@@ -11,6 +11,7 @@ import msgspec
 from pipeline.crashloop import Finding
 
 REASON_CRASH_LOOPING = "component_crash_looping"
+GRAPH_MESSAGE_PREFIX = "Components crash-looping: "
 
 
 class GraphVerdict(msgspec.Struct, frozen=True, gc=False):
@@ -30,4 +31,4 @@ def graph_verdict(crash_looping: dict[str, Finding]) -> GraphVerdict:
     names = tuple(sorted(crash_looping))
     details = "; ".join(f"{name}: {crash_looping[name].describe()}" for name in names)
     findings = tuple(crash_looping[name] for name in names)
-    return GraphVerdict(True, REASON_CRASH_LOOPING, names, f"Components crash-looping: {details}", findings)
+    return GraphVerdict(True, REASON_CRASH_LOOPING, names, f"{GRAPH_MESSAGE_PREFIX}{details}", findings)

@@ -11,16 +11,24 @@ from collections.abc import Callable, Iterable
 
 from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter, PodObservation
+from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from stream.events import WatchEvent
 
 
 class Pipeline:
-    def __init__(self, clock: Callable[[], str] | None = None, synced: bool = True, readiness: bool = False) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], str] | None = None,
+        synced: bool = True,
+        readiness: bool = False,
+        group_window: float = DEFAULT_WINDOW,
+    ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
-        emits where each graph stands (`wait`, `get`). See `Aggregator`."""
+        emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
+        recreation loop. See `Aggregator`."""
         self.filter = EventFilter()
-        self.aggregator = Aggregator(clock=clock, synced=synced, readiness=readiness)
+        self.aggregator = Aggregator(clock=clock, synced=synced, readiness=readiness, group_window=group_window)
 
     def feed(self, events: Iterable[WatchEvent | PodObservation]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads

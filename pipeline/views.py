@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from pipeline.crashloop import Finding, crash_loop
+from pipeline.groups import LWS_NAME, GroupPod, group_pod
 from stream.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
@@ -67,6 +68,7 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     labels: Labels
     component: ComponentKey | None
     finding: Finding | None
+    group: GroupPod | None = None  # a LeaderWorkerSet group's Pod: what the group-recreation rule reads
 
 
 def pod_view(pod: Pod) -> PodView:
@@ -79,6 +81,7 @@ def pod_view(pod: Pod) -> PodView:
         flat_labels(labels),
         component_of(meta.namespace, labels) if meta.deletion_timestamp is None else None,
         crash_loop(pod),
+        group_pod(pod) if LWS_NAME in labels else None,
     )
 
 

@@ -28,6 +28,15 @@ class ComponentLine(msgspec.Struct):
     message: str
 
 
+class GroupLoopLine(ComponentLine):
+    """A component whose LeaderWorkerSet group recreation-loops: the component line's keys, then the
+    group's (the finding fields are the last failure's)."""
+
+    lws: str
+    group: str
+    recreations: int
+
+
 class GraphLine(msgspec.Struct):
     kind: Literal["graph"]
     time: str | None
@@ -67,6 +76,10 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
             exit_code=finding.exit_code if finding else None,
             message=change.message,
         )
+        if finding is not None and finding.lws:
+            line = GroupLoopLine(
+                **msgspec.structs.asdict(line), lws=finding.lws, group=finding.group, recreations=finding.recreations
+            )
     else:
         line = GraphLine(
             kind="graph",
@@ -88,6 +101,12 @@ def text_line(change: ComponentChange | GraphChange) -> bytes:
         finding = change.finding
         if finding is None:
             text = f"{when}  {where}  RECOVERED"
+        elif finding.lws:  # a LeaderWorkerSet group's recreation loop
+            text = (
+                f"{when}  {where}  CRASH-LOOPING  lws={finding.lws} group={finding.group} "
+                f"recreations={finding.recreations} pod={finding.pod} container={finding.container} "
+                f"exit={finding.exit_code}"
+            )
         else:
             text = (
                 f"{when}  {where}  CRASH-LOOPING  pod={finding.pod} container={finding.container} "

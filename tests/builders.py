@@ -202,3 +202,39 @@ def relabel(obj: dict[str, Any], new_labels: dict[str, str]) -> dict[str, Any]:
     obj = copy.deepcopy(obj)
     obj["metadata"]["labels"] = new_labels
     return obj
+
+
+LWS = "leaderworkerset.sigs.k8s.io"
+
+
+def lws_pod(
+    lws: str = "g-worker-0",
+    group: int = 0,
+    worker: int = 0,
+    incarnation: int = 1,
+    restarts: int = 0,
+    exit_code: int = 1,
+    ready: bool = False,
+    component: str = "worker",
+    **kw: Any,
+) -> dict[str, Any]:
+    """A Pod of a LeaderWorkerSet group as LWS makes it: the leader `<lws>-<group>`, workers
+    `<lws>-<group>-<worker>`; names stay across recreations, uids do not (one per incarnation)."""
+    name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
+    pod_labels = labels(
+        component=component,
+        **{
+            f"{LWS}/name": lws,
+            f"{LWS}/group-index": str(group),
+            f"{LWS}/worker-index": str(worker),
+            f"{LWS}/group-key": f"key-{lws}-{group}",
+            f"{LWS}/template-revision-hash": "rev1",
+        },
+    )
+    if ready:
+        containers = [container(state="running", restarts=0)]
+    elif restarts:  # restarted after a non-zero exit: what makes LWS recreate the group
+        containers = [container(state="running", restarts=restarts, last_exit=exit_code)]
+    else:
+        containers = [container(state="waiting", restarts=0, exit_code=None)]
+    return pod(name, uid=f"uid-{name}-{incarnation}", pod_labels=pod_labels, containers=containers, ready=ready, **kw)

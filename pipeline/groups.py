@@ -1,0 +1,154 @@
+"""The group-recreation rule: LeaderWorkerSet groups that crash-loop by being recreated.
+
+Under LeaderWorkerSet's default restart policy (`RecreateGroupOnPodRestart`, which Dynamo keeps) the
+first restart of any container of a group makes LWS delete the group's leader, and with it the whole
+group, and create it anew with restart counts at 0: no container reaches the two restarts of the
+crash-loop rule, and kubelet's CrashLoopBackOff never builds up. So a group is *recreation-looping*
+when its leader was replaced by a new Pod (a new uid for the same group) at least `MIN_RECREATIONS`
+times in a row, each time after a container of the group exited non-zero (or a group Pod failed),
+with at most the window between consecutive recreations, and its current Pods are not all Ready.
+A recreation that follows no failure (a rollout, a manual delete) ends the streak.
+
+Per group only the streak, the last recreation's time and the failures not yet followed by a
+recreation are kept: memory is bounded by the number of groups, never by the number of Pods that
+came and went. Time comes from the events; an event without a time counts as within the window.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+import msgspec
+
+from pipeline.crashloop import Finding
+from stream.objects import Pod
+
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
+MIN_RECREATIONS = 2
+DEFAULT_WINDOW = 600.0  # seconds: --group-window
+LOOP_MARK = " is recreation-looping: "  # in every group finding's text: a status that says it is ours
+
+GroupKey = tuple[str, str, str]  # namespace, LeaderWorkerSet, group index
+
+
+class GroupPod(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """What the rule reads of one Pod of a LeaderWorkerSet group."""
+
+    lws: str
+    group: str  # the group index, as labelled
+    leader: bool
+    ready: bool
+    failure: Finding | None  # a container down or restarted after a non-zero exit, or the Pod failed
+
+
+def group_pod(pod: Pod) -> GroupPod | None:
+    labels = pod.metadata.labels
+    lws = labels.get(LWS_NAME)
+    group = labels.get(LWS_GROUP_INDEX)
+    if not lws or group is None:
+        return None
+    status = pod.status
+    ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions)
+    return GroupPod(lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0", ready, pod_failure(pod))
+
+
+def pod_failure(pod: Pod) -> Finding | None:
+    """The first container (init containers first) that exited non-zero, down now or restarted since;
+    else, for a failed Pod, the Pod itself."""
+    status = pod.status
+    name = pod.metadata.name
+    for statuses in (status.init_container_statuses, status.container_statuses):
+        for container in statuses:
+            terminated = container.state.terminated
+            if terminated is None and container.restart_count > 0:
+                terminated = container.last_state.terminated
+            if terminated is not None and terminated.exit_code != 0:
+                return Finding(name, container.name, container.restart_count, terminated.exit_code, terminated.reason)
+    if status.phase == "Failed":
+        return Finding(name, "", 0, 0, "PodFailed")
+    return None
+
+
+def group_finding(lws: str, group: str, recreations: int, failure: Finding) -> Finding:
+    """The finding of a recreation-looping group: what LWS hides by recreating it."""
+    container = f"container {failure.container} of " if failure.container else ""
+    exited = f"exited with code {failure.exit_code}" if failure.container else "failed"
+    why = f" ({failure.reason})" if failure.reason and failure.reason not in ("Error", "PodFailed") else ""
+    text = (
+        f"LeaderWorkerSet {lws} group {group}{LOOP_MARK}recreated {recreations} times, each after a failure "
+        f"(last: {container}Pod {failure.pod} {exited}{why})"
+    )
+    return msgspec.structs.replace(failure, lws=lws, group=group, recreations=recreations, text=text)
+
+
+def budget_finding(lws: str, group: str, message: str) -> Finding:
+    """LWS itself says the group's restart budget ran out (a `Failed` condition on the LWS)."""
+    text = f"LeaderWorkerSet {lws} group {group}{LOOP_MARK}its restart budget is exhausted ({message})"
+    return Finding("", "", 0, 0, "RestartBudgetExhausted", lws=lws, group=group, text=text)
+
+
+def held_finding(text: str) -> Finding:
+    """A group loop a status reports, carried over a watcher restart that lost the history: the same
+    words, so nothing is rewritten, until the group is Ready again."""
+    return Finding("", "", 0, 0, "", text=text)
+
+
+def is_group_text(message: str) -> bool:
+    return message.startswith("LeaderWorkerSet ") and LOOP_MARK in message
+
+
+def seconds(time: str | None) -> float | None:
+    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable."""
+    if not time:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class GroupHistory:
+    """One group's recent recreations, its current Pods, and the failure a recreation would follow."""
+
+    __slots__ = ("component", "failure", "last_failure", "last_time", "leader_uid", "pods", "streak")
+
+    def __init__(self) -> None:
+        self.pods: dict[str, bool] = {}  # current Pod name -> Ready
+        self.leader_uid = ""
+        self.failure: Finding | None = None  # seen on the current incarnation
+        self.last_failure: Finding | None = None  # the one the last recreation followed
+        self.streak = 0
+        self.last_time: float | None = None
+        self.component: tuple[str, str, str] | None = None
+
+    def observe(self, name: str, uid: str, pod: GroupPod | None, when: float | None, window: float) -> None:
+        """A Pod of the group appeared, changed (`pod`) or left (None)."""
+        if pod is None:
+            self.pods.pop(name, None)
+            return
+        if pod.leader and uid != self.leader_uid:
+            if self.leader_uid:
+                self._recreated(when, window)
+            self.leader_uid = uid
+        if pod.failure is not None:
+            self.failure = pod.failure
+        self.pods[name] = pod.ready
+
+    def _recreated(self, when: float | None, window: float) -> None:
+        if self.failure is None:  # not after a failure: a rollout or a delete by hand ends the streak
+            self.streak, self.last_failure, self.last_time = 0, None, None
+            return
+        if when is not None and self.last_time is not None and when - self.last_time > window:
+            self.streak = 0
+        self.streak += 1
+        self.last_time = when if when is not None else self.last_time
+        self.last_failure, self.failure = self.failure, None
+
+    @property
+    def ready(self) -> bool:
+        return bool(self.pods) and all(self.pods.values())
+
+    def looping(self) -> bool:
+        return self.streak >= MIN_RECREATIONS and not self.ready

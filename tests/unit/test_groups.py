@@ -1,0 +1,205 @@
+"""LeaderWorkerSet groups that crash-loop by being recreated: the group-recreation rule through the pipeline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import dcd, dgd, event, lws_pod
+
+from pipeline.groups import is_group_text
+from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.pipeline import Pipeline
+from stream.events import WatchEvent
+
+WINDOW = 600.0
+
+
+def at(second: int) -> str:
+    return f"2026-11-20T10:{second // 60:02d}:{second % 60:02d}Z"
+
+
+def incarnation(n: int, start: int, fail: bool = True, exit_code: int = 1) -> list[WatchEvent]:
+    """One life of group 0: created, then (fail) a worker container restarts after exiting non-zero,
+    and LWS deletes the group (the leader first, the worker goes with it)."""
+    leader, worker = lws_pod(incarnation=n), lws_pod(worker=1, incarnation=n)
+    events = [event("ADDED", leader, time=at(start)), event("ADDED", worker, time=at(start))]
+    if fail:
+        failed = lws_pod(worker=1, incarnation=n, restarts=1, exit_code=exit_code)
+        events.append(event("MODIFIED", failed, time=at(start + 5)))
+    else:
+        events.append(event("MODIFIED", lws_pod(worker=1, incarnation=n, ready=True), time=at(start + 5)))
+    events += [event("DELETED", leader, time=at(start + 6)), event("DELETED", worker, time=at(start + 6))]
+    return events
+
+
+def feed(pipeline: Pipeline, *batches: list[WatchEvent]) -> list[Output]:
+    out: list[Output] = []
+    for batch in batches:
+        out += pipeline.feed(batch)
+    return out
+
+
+def components(out: list[Output]) -> list[ComponentChange]:
+    return [o for o in out if isinstance(o, ComponentChange)]
+
+
+def test_one_recreation_is_not_a_loop_two_within_the_window_are() -> None:
+    pipeline = Pipeline(group_window=WINDOW)
+    out = feed(pipeline, incarnation(1, 0), incarnation(2, 10))
+    assert components(out) == []  # recreated once: LWS doing its job
+    out = feed(pipeline, [event("ADDED", lws_pod(incarnation=3), time=at(20))])
+    (change,) = components(out)
+    assert change.finding is not None
+    assert change.message == (
+        "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: recreated 2 times, each after a failure "
+        "(last: container main of Pod g-worker-0-0-1 exited with code 1)"
+    )
+    assert (change.finding.pod, change.finding.container, change.finding.exit_code) == ("g-worker-0-0-1", "main", 1)
+    graph = [o for o in out if isinstance(o, GraphChange)]
+    assert graph[0].failed and graph[0].reason == "component_crash_looping"
+    # the count follows, as restart counts do
+    out = feed(pipeline, incarnation(3, 20)[1:], [event("ADDED", lws_pod(incarnation=4), time=at(30))])
+    assert [c.message.split(": ")[1].split(",")[0] for c in components(out)] == ["recreated 3 times"]
+
+
+def test_recreations_further_apart_than_the_window_are_not_a_loop() -> None:
+    pipeline = Pipeline(group_window=60.0)
+    out = feed(pipeline, incarnation(1, 0), incarnation(2, 100), incarnation(3, 200), incarnation(4, 300))
+    assert components(out) == []
+
+
+def test_recreations_after_exit_0_are_not_a_loop() -> None:
+    pipeline = Pipeline(group_window=WINDOW)
+    out = feed(pipeline, *(incarnation(n, n * 10, fail=False) for n in range(1, 5)))
+    assert components(out) == []
+    # and a failure-free recreation ends a streak
+    out = feed(pipeline, incarnation(5, 50), incarnation(6, 60, fail=False), incarnation(7, 70), incarnation(8, 80))
+    assert components(out) == []
+
+
+def test_a_loop_recovers_when_the_group_is_ready_and_writes_follow() -> None:
+    pipeline = Pipeline(group_window=WINDOW)
+    feed(pipeline, [event("ADDED", dcd("g-worker")), event("ADDED", dgd())])
+    out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), time=at(20))])
+    wants = [o for o in out if isinstance(o, StatusWanted)]
+    assert [(w.kind, w.state, [(c.type, c.status, c.reason) for c in w.decided]) for w in wants] == [
+        (
+            "DynamoComponentDeployment",
+            None,
+            [("Available", "False", "ContainerCrashLooping"), ("Stalled", "True", "ContainerCrashLooping")],
+        ),
+        (
+            "DynamoGraphDeployment",
+            "failed",
+            [("Ready", "False", "component_crash_looping"), ("Stalled", "True", "ComponentCrashLooping")],
+        ),
+    ]
+    assert is_group_text(wants[0].condition.message)
+    # the group comes up: leader and worker Ready
+    out = feed(
+        pipeline,
+        [
+            event("ADDED", lws_pod(worker=1, incarnation=3), time=at(21)),
+            event("MODIFIED", lws_pod(incarnation=3, ready=True), time=at(30)),
+        ],
+    )
+    assert components(out) == []  # the worker is not Ready yet
+    out = feed(pipeline, [event("MODIFIED", lws_pod(worker=1, incarnation=3, ready=True), time=at(31))])
+    (change,) = components(out)
+    assert change.finding is None
+    assert [w.condition.reason for w in out if isinstance(w, StatusWanted)] == [
+        "Reconciling",
+        "some_resources_are_not_ready",
+    ]
+
+
+def _restarted(dcd_message: str, pods: list[dict[str, Any]]) -> tuple[Pipeline, list[Output]]:
+    """A watcher that starts when the DCD and DGD already report a group loop (its history is gone)."""
+    graph_message = f"Components crash-looping: worker: {dcd_message}"
+    pipeline = Pipeline(synced=False, group_window=WINDOW)
+    events = [
+        event(
+            "ADDED",
+            dcd(
+                "g-worker",
+                reason="ContainerCrashLooping",
+                message=dcd_message,
+                extra_conditions=[
+                    {
+                        "type": "Stalled",
+                        "status": "True",
+                        "reason": "ContainerCrashLooping",
+                        "message": dcd_message,
+                        "observedGeneration": 1,
+                        "lastTransitionTime": "2026-11-20T09:00:00Z",
+                    }
+                ],
+            ),
+        ),
+        event(
+            "ADDED",
+            dgd(
+                state="failed",
+                reason="component_crash_looping",
+                message=graph_message,
+                extra_conditions=[
+                    {
+                        "type": "Stalled",
+                        "status": "True",
+                        "reason": "ComponentCrashLooping",
+                        "message": graph_message,
+                        "observedGeneration": 1,
+                        "lastTransitionTime": "2026-11-20T09:00:00Z",
+                    }
+                ],
+            ),
+        ),
+    ] + [event("ADDED", p) for p in pods]
+    out = pipeline.feed(events) + pipeline.sync()
+    return pipeline, out
+
+
+def test_a_watcher_restart_neither_clears_nor_rewrites_a_reported_group_loop() -> None:
+    message = (
+        "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: recreated 7 times, each after a failure "
+        "(last: container main of Pod g-worker-0-0-1 exited with code 1)"
+    )
+    pipeline, out = _restarted(message, [lws_pod(incarnation=9), lws_pod(worker=1, incarnation=9)])
+    assert [o for o in out if isinstance(o, StatusWanted)] == []  # no write on restart
+    (change,) = components(out)
+    assert change.message == message  # held, in the same words
+    # one recreation more is not yet a loop for the new history, and must not flap the verdict
+    out = feed(pipeline, incarnation(9, 100)[2:], incarnation(10, 110))
+    assert [o for o in out if isinstance(o, StatusWanted | ComponentChange)] == []
+    # the group becomes Ready: now it clears
+    out = feed(
+        pipeline,
+        [
+            event("ADDED", lws_pod(incarnation=11, ready=True), time=at(120)),
+            event("ADDED", lws_pod(worker=1, incarnation=11, ready=True), time=at(120)),
+        ],
+    )
+    assert [c.finding for c in components(out)] == [None]
+    assert {w.kind for w in out if isinstance(w, StatusWanted)} == {
+        "DynamoComponentDeployment",
+        "DynamoGraphDeployment",
+    }
+
+
+def test_a_restart_with_the_group_already_ready_clears_it() -> None:
+    message = "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: recreated 2 times, each after a failure (x)"
+    _, out = _restarted(message, [lws_pod(incarnation=9, ready=True), lws_pod(worker=1, incarnation=9, ready=True)])
+    assert {w.kind for w in out if isinstance(w, StatusWanted)} == {
+        "DynamoComponentDeployment",
+        "DynamoGraphDeployment",
+    }
+
+
+def test_memory_per_group_is_bounded_whatever_the_number_of_recreations() -> None:
+    pipeline = Pipeline(group_window=WINDOW)
+    feed(pipeline, *(incarnation(n, n) for n in range(1, 200)))
+    aggregator = pipeline.aggregator
+    assert len(aggregator._groups) == 1
+    (history,) = aggregator._groups.values()
+    assert history.streak == 198 and len(history.pods) == 0
+    assert len(aggregator.pods) == 0
