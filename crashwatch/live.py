@@ -42,7 +42,15 @@ from sinks.wait import GraphWaiter
 from stream.client import ApiError, Backoff, ConfigError, KubeClient
 from stream.record import Recorder
 from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
-from stream.resources import DEPLOYMENTS, PODS, Resource, discover_dynamo, dynamo_resources
+from stream.resources import (
+    DEPLOYMENTS,
+    LEADERWORKERSETS,
+    PODS,
+    Resource,
+    discover_dynamo,
+    dynamo_resources,
+    served,
+)
 
 Command = Literal["run", "tail", "record", "wait", "get"]
 BUFFER = 64
@@ -177,8 +185,13 @@ async def _watch(
     deadline: float = math.inf,
 ) -> int:
     version: str | None = None
+    lws = False
     with anyio.move_on_after(deadline - anyio.current_time()) as discovering:
         version = await _discover(client, options, log)
+        try:
+            lws = await served(client, LEADERWORKERSETS, options.watch.request_timeout)
+        except ApiError as error:  # Pods are still diagnosed; only scale-downs and LWS's own verdict are missed
+            log(f"not watching LeaderWorkerSets: {error}")
     if discovering.cancelled_caught:
         log(f"timed out: {client.server} did not answer in time")
         return exitcodes.TIMEOUT
@@ -194,6 +207,8 @@ async def _watch(
         log("the Dynamo CRDs are not served: watching Pods and Deployments only")
     else:
         resources += dynamo_resources(version)
+    if lws:  # LeaderWorkerSet-backed components: how many groups each wants, and its own Failed condition
+        resources.append(LEADERWORKERSETS)
     scopes: list[str | None] = (
         [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
     )

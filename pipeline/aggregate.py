@@ -23,6 +23,7 @@ from pipeline.groups import (
     DEFAULT_WINDOW,
     GroupHistory,
     GroupKey,
+    budget_finding,
     group_finding,
     held_finding,
     is_group_text,
@@ -46,6 +47,7 @@ from pipeline.views import (
     DeploymentView,
     DgdView,
     GraphKey,
+    LwsView,
     PodView,
     StatusView,
     label_pairs,
@@ -133,6 +135,8 @@ class Aggregator:
         self.group_window = group_window
         self._groups: dict[GroupKey, GroupHistory] = {}
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
+        self._groups_of_lws: Index[ObjectKey, GroupKey] = Index()
+        self.lws: dict[ObjectKey, LwsView] = {}
         self.synced = synced
         self._readiness: dict[GraphKey, GraphReadiness] | None = {} if readiness else None
         self.pods: dict[ObjectKey, PodView] = {}
@@ -194,6 +198,8 @@ class Aggregator:
                 return self._apply_dcd(change.key, dcd if upsert else None, change.time)
             case DgdView() as dgd:
                 return self._apply_dgd(change.key, dgd if upsert else None, change.time)
+            case LwsView() as lws:
+                return self._apply_lws(change.key, lws if upsert else None, change.time)
 
     # --- Pods ---------------------------------------------------------------------------------------
 
@@ -248,6 +254,7 @@ class Aggregator:
             history = self._groups.get(group_key)
             if history is None:
                 history = self._groups[group_key] = GroupHistory()
+                self._groups_of_lws.add((namespace, new_group.lws), group_key)
             if history.component != new.component:
                 if history.component is not None:
                     self._groups_of.remove(history.component, group_key)
@@ -262,7 +269,11 @@ class Aggregator:
         """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember."""
         if history.pods or history.streak or history.failure is not None:
             return [history.component] if history.component is not None else []
+        return self._drop_group(group_key, history)
+
+    def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
         del self._groups[group_key]
+        self._groups_of_lws.remove((group_key[0], group_key[1]), group_key)
         if history.component is None:
             return []
         self._groups_of.remove(history.component, group_key)
@@ -364,6 +375,9 @@ class Aggregator:
             history = self._groups[group_key]
             if history.looping() and history.last_failure is not None:
                 return group_finding(group_key[1], group_key[2], history.streak, history.last_failure)
+            lws = self.lws.get((group_key[0], group_key[1]))
+            if lws is not None and lws.failed is not None and not history.ready:
+                return budget_finding(group_key[1], group_key[2], lws.failed)
         if all(self._groups[group_key].ready for group_key in groups):
             return None
         text = self._reported_group_loop(component)
@@ -497,6 +511,24 @@ class Aggregator:
             return self._judge([key], time)
         self.dgds[key] = new
         return self._plan_dgd(key, time or self._clock()) + self._judge([key], time)
+
+    def _apply_lws(self, key: ObjectKey, new: LwsView | None, time: str | None) -> list[Output]:
+        """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten
+        with their history, and its `Failed` condition, if any, is weighed for its groups."""
+        if new is None:
+            self.lws.pop(key, None)
+        else:
+            self.lws[key] = new
+        touched: list[ComponentKey] = []
+        for group_key in sorted(self._groups_of_lws.get(key)):
+            history = self._groups[group_key]
+            wanted = new is not None and (not group_key[2].isdigit() or int(group_key[2]) < new.replicas)
+            if wanted:
+                if history.component is not None:
+                    touched.append(history.component)
+            else:
+                touched += self._drop_group(group_key, history)
+        return self._settle(list(dict.fromkeys(touched)), time)
 
     def _plan_dcd(self, key: ObjectKey, now: str) -> list[Output]:
         dcd = self._effective(("dcd", key), self.dcds.get(key))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from pipeline.graph import GraphVerdict
 from pipeline.outputs import CrashLooping, GraphReadiness, Verdict
-from pipeline.status import DGD_CONDITION, STALLED, dcd_is_available
+from pipeline.status import DGD_CONDITION, STALLED, components_readiness
 from pipeline.views import StatusView
 
 
@@ -41,13 +41,8 @@ def graph_readiness(
 ) -> GraphReadiness:
     pairs = zip(verdict.components, verdict.findings, strict=True)
     crash_looping = tuple(CrashLooping(component, finding) for component, finding in pairs)
-    not_ready: list[str] = []
-    count = 0
-    for dcd in sorted(dcds, key=lambda view: view.name):
-        count += 1
-        ok, why = dcd_is_available(dcd)
-        if not ok:
-            not_ready.append(f"{dcd.name}: {why}")
+    count, missing = components_readiness(dgd, dcds) if dgd is not None else (0, [])
+    not_ready = [f"{item.name}: {item.why}" for item in missing]
     ready_count = count - len(not_ready)
     if dgd is None:
         state, generation, current = "", 0, False

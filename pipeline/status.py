@@ -11,13 +11,14 @@ retrying and backing off belong to the patcher sink; this module only decides.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import NamedTuple
 
 import msgspec
 
 from pipeline.crashloop import Finding
 from pipeline.graph import REASON_CRASH_LOOPING, GraphVerdict
 from pipeline.outputs import StatusWanted
-from pipeline.views import DeploymentView, StatusView
+from pipeline.views import DeploymentView, DgdView, StatusView
 from stream.objects import Condition
 
 DCD_CONDITION = "Available"
@@ -119,6 +120,44 @@ def dcd_is_available(dcd: StatusView) -> tuple[bool, str]:
     return False, condition.message or condition.reason or f"Available is {condition.status}"
 
 
+NOT_READY = "some_resources_are_not_ready"
+GROVE_KINDS = ("PodClique", "PodCliqueScalingGroup")
+
+
+class NotReady(NamedTuple):
+    name: str  # the DCD, or a Grove-backed component (it has no DCD)
+    why: str
+    reason: str  # the operator's word for it
+
+
+def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[int, list[NotReady]]:
+    """How many components the graph has, and those not ready, in the operator's words: a DCD by its
+    `Available` condition; a component with no DCD (Grove's) by the replicas the DGD reports for it,
+    ready when replicas = updated = ready (a PodCliqueScalingGroup: available) = desired."""
+    not_ready: list[NotReady] = []
+    count = 0
+    covered = set()
+    for dcd in sorted(dcds, key=lambda view: view.name):
+        count += 1
+        covered.add(dcd.component)
+        ok, why = dcd_is_available(dcd)
+        if not ok:
+            not_ready.append(NotReady(dcd.name, why, NOT_READY))
+    for name, replicas in dgd.components if isinstance(dgd, DgdView) else ():
+        if name in covered or (replicas.component_kind and replicas.component_kind not in GROVE_KINDS):
+            continue  # a DCD speaks for it
+        count += 1
+        desired = replicas.replicas
+        ready = replicas.ready_replicas
+        if replicas.component_kind == "PodCliqueScalingGroup" and replicas.available_replicas is not None:
+            ready = replicas.available_replicas
+        if ready < desired:
+            not_ready.append(NotReady(name, f"scheduled but ready={ready}/{desired}", "pods_not_ready"))
+        elif replicas.updated_replicas < desired:
+            not_ready.append(NotReady(name, f"updated={replicas.updated_replicas}/{desired}", "updating"))
+    return count, sorted(not_ready)
+
+
 def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]) -> tuple[str, Condition] | None:
     """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say."""
     if verdict.failed:
@@ -128,13 +167,7 @@ def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]
     current = dgd.condition(DGD_CONDITION)
     if current is None or current.reason != REASON_CRASH_LOOPING:
         return None
-    not_ready = []
-    count = 0
-    for dcd in sorted(dcds, key=lambda view: view.name):
-        count += 1
-        ok, why = dcd_is_available(dcd)
-        if not ok:
-            not_ready.append(f"{dcd.name}: {why}")
+    count, not_ready = components_readiness(dgd, dcds)
     if count and not not_ready:
         return "successful", Condition(
             DGD_CONDITION,
@@ -143,10 +176,11 @@ def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]
             "All resources are ready",
             observed_generation=dgd.generation,
         )
-    message = "Resources not ready: " + ("; ".join(not_ready) if not_ready else "no components observed")
-    return "pending", Condition(
-        DGD_CONDITION, "False", "some_resources_are_not_ready", message, observed_generation=dgd.generation
-    )
+    details = "; ".join(f"{item.name}: {item.why}" for item in not_ready)
+    message = "Resources not ready: " + (details or "no components observed")
+    reasons = {item.reason for item in not_ready}
+    reason = reasons.pop() if len(reasons) == 1 else "mixed_not_ready_reasons" if reasons else NOT_READY
+    return "pending", Condition(DGD_CONDITION, "False", reason, message, observed_generation=dgd.generation)
 
 
 def wanted_status(

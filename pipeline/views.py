@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
@@ -18,11 +18,13 @@ from pipeline.groups import LWS_NAME, GroupPod, group_pod
 from stream.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
+    ComponentReplicas,
     Condition,
     Deployment,
     DynamoComponentDeployment,
     DynamoGraphDeployment,
     LabelSelector,
+    LeaderWorkerSet,
     Pod,
 )
 
@@ -194,12 +196,47 @@ class DcdView(StatusView, frozen=True, gc=False):
 
 class DgdView(StatusView, frozen=True, gc=False):
     kind: ClassVar[str] = "DynamoGraphDeployment"
+    # status.components (v1beta1) or status.services (v1alpha1), sorted: what the operator reports of
+    # each component's replicas, the one account of Grove-backed components, which have no DCD
+    components: tuple[tuple[str, ComponentReplicas], ...] = ()
+
+
+class LwsView(msgspec.Struct, frozen=True, gc=False):
+    """A LeaderWorkerSet: how many groups it wants, and whether it says its restart budget ran out."""
+
+    uid: str
+    namespace: str
+    name: str
+    replicas: int
+    failed: str | None  # the message of a `Failed=True` condition
+
+
+def lws_view(lws: LeaderWorkerSet) -> LwsView:
+    meta = lws.metadata
+    failed = next((c for c in lws.status.conditions if c.type == "Failed" and c.status == "True"), None)
+    return LwsView(
+        meta.uid,
+        _intern(meta.namespace),
+        meta.name,
+        lws.spec.replicas,
+        (failed.message or failed.reason or "Failed") if failed is not None else None,
+    )
 
 
 def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> DcdView | DgdView:
-    meta = obj.metadata
     is_dgd = isinstance(obj, DynamoGraphDeployment)
-    return (DgdView if is_dgd else DcdView)(
+    if is_dgd:
+        reported = obj.status.components or obj.status.services or {}
+        return msgspec.structs.replace(_status_view(obj, is_dgd, DgdView), components=tuple(sorted(reported.items())))
+    return _status_view(obj, is_dgd, DcdView)
+
+
+V = TypeVar("V", DcdView, DgdView)
+
+
+def _status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment, is_dgd: bool, view: type[V]) -> V:
+    meta = obj.metadata
+    return view(
         api_version=obj.api_version or "nvidia.com/v1alpha1",
         uid=meta.uid,
         namespace=_intern(meta.namespace),
@@ -214,7 +251,7 @@ def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> DcdVi
     )
 
 
-View = PodView | DeploymentView | DcdView | DgdView
+View = PodView | DeploymentView | DcdView | DgdView | LwsView
 
 # The one place a decoded object's kind picks its view; the aggregator dispatches on the view's type.
 VIEWS: dict[type[Any], Callable[[Any], View]] = {
@@ -222,4 +259,5 @@ VIEWS: dict[type[Any], Callable[[Any], View]] = {
     Deployment: deployment_view,
     DynamoComponentDeployment: status_view,
     DynamoGraphDeployment: status_view,
+    LeaderWorkerSet: lws_view,
 }

@@ -146,12 +146,24 @@ class Deployment(msgspec.Struct, gc=False, tag_field="kind", tag="Deployment", o
 # --- Dynamo ---------------------------------------------------------------------------------------------
 
 
+class ComponentReplicas(msgspec.Struct, frozen=True, gc=False, rename="camel", omit_defaults=True):
+    """A component's replicas as the operator reports them on the DGD (from its Deployment, LWS or Grove)."""
+
+    component_kind: str = ""  # PodClique, PodCliqueScalingGroup, Deployment or LeaderWorkerSet
+    replicas: int = 0
+    updated_replicas: int = 0
+    ready_replicas: int = 0
+    available_replicas: int | None = None
+
+
 class DynamoStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     """The status fields of a DCD or DGD that crashwatch reads back before it writes."""
 
     state: str = ""
     observed_generation: int = 0
     conditions: tuple[Condition, ...] = ()
+    components: dict[str, ComponentReplicas] | None = None  # DGD v1beta1
+    services: dict[str, ComponentReplicas] | None = None  # DGD v1alpha1
 
 
 class DynamoComponentDeployment(
@@ -170,29 +182,22 @@ class DynamoGraphDeployment(
     status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
 
 
-# --- Grove and LeaderWorkerSet (read by later issues) ----------------------------------------------------
+# --- LeaderWorkerSet ---------------------------------------------------------------------------------
+# (Grove's PodCliques are not read: the DGD's own status.components says what Grove reports.)
 
 
-class ReplicaStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
-    replicas: int = 0
-    ready_replicas: int = 0
-    updated_replicas: int = 0
+class LeaderWorkerSetSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    replicas: int = 1  # the number of groups
+
+
+class LeaderWorkerSetStatus(msgspec.Struct, gc=False, omit_defaults=True):
     conditions: tuple[Condition, ...] = ()
-
-
-class PodClique(msgspec.Struct, gc=False, tag_field="kind", tag="PodClique", omit_defaults=True):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
-
-
-class PodCliqueSet(msgspec.Struct, gc=False, tag_field="kind", tag="PodCliqueSet", omit_defaults=True):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
 
 
 class LeaderWorkerSet(msgspec.Struct, gc=False, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    status: ReplicaStatus = msgspec.field(default_factory=ReplicaStatus)
+    spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
+    status: LeaderWorkerSetStatus = msgspec.field(default_factory=LeaderWorkerSetStatus)
 
 
 class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defaults=True):
@@ -208,8 +213,6 @@ KubeObject = (
     | Deployment
     | DynamoComponentDeployment
     | DynamoGraphDeployment
-    | PodClique
-    | PodCliqueSet
     | LeaderWorkerSet
     | Status
 )
@@ -221,8 +224,6 @@ KINDS: frozenset[str] = frozenset(
         Deployment,
         DynamoComponentDeployment,
         DynamoGraphDeployment,
-        PodClique,
-        PodCliqueSet,
         LeaderWorkerSet,
         Status,
     )

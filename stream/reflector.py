@@ -102,8 +102,19 @@ class Reflector:
         self.where = resource.describe(namespace)
 
     async def run(self, listed: Callable[[], Awaitable[None]] | None = None) -> None:
-        """List, tell `listed` (once, after the listed objects were emitted), then watch for ever."""
-        await self._retrying(self._relist)
+        """List, tell `listed` (once, after the listed objects were emitted), then watch for ever.
+
+        A resource that is only nice to have (`Resource.optional`) and may not be listed, or is not
+        served, is said once and left alone: the others go on."""
+        try:
+            await self._retrying(self._relist)
+        except Fatal as exc:
+            if not self.resource.optional:
+                raise
+            self.log(f"{exc}; going on without {self.resource.plural}")
+            if listed is not None:
+                await listed()
+            return
         if listed is not None:
             await listed()
         backoff = self._backoff()

@@ -21,6 +21,7 @@ from stream.objects import (
     DynamoComponentDeployment,
     DynamoGraphDeployment,
     KubeObject,
+    LeaderWorkerSet,
     ObjectMeta,
     Pod,
     PodMeta,
@@ -54,6 +55,7 @@ class Resource:
     plural: str
     type: type[Any]
     label_selector: str | None = None
+    optional: bool = False  # a watch that may be forbidden or not served without stopping the others
     _decoders: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -100,6 +102,11 @@ class Resource:
 
 
 PODS = Resource("Pod", "", "v1", "pods", Pod, label_selector=f"{GRAPH_LABEL},{COMPONENT_LABEL}")
+# every LeaderWorkerSet: whether Dynamo, a DisaggregatedSet or someone else made it, its groups' Pods carry
+# the graph labels, and it says how many groups it wants and whether its restart budget ran out
+LEADERWORKERSETS = Resource(
+    "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", LeaderWorkerSet, optional=True
+)
 DEPLOYMENTS = Resource("Deployment", "apps", "v1", "deployments", Deployment, label_selector=GRAPH_LABEL)
 
 
@@ -134,3 +141,18 @@ async def discover_dynamo(client: KubeClient, timeout: float = 30.0) -> str | No
         if {DCD_PLURAL, DGD_PLURAL} <= names:
             return version
     return None
+
+
+async def served(client: KubeClient, resource: Resource, timeout: float = 30.0) -> bool:
+    """Whether the cluster serves this resource (its CRD installed); absent is not an error."""
+    try:
+        response = await client.request("GET", f"/apis/{resource.group}/{resource.version}", timeout=timeout)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    try:
+        names = {r.name for r in msgspec.json.decode(response.body, type=_ResourceList).resources}
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
+    return resource.plural in names

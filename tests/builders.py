@@ -238,3 +238,27 @@ def lws_pod(
     else:
         containers = [container(state="waiting", restarts=0, exit_code=None)]
     return pod(name, uid=f"uid-{name}-{incarnation}", pod_labels=pod_labels, containers=containers, ready=ready, **kw)
+
+
+def lws(
+    name: str = "g-worker-0", replicas: int = 1, failed: str | None = None, namespace: str = "ns"
+) -> dict[str, Any]:
+    conditions = [{"type": "Failed", "status": "True", "reason": "RestartBudgetExhausted", "message": failed}]
+    return {
+        "kind": "LeaderWorkerSet",
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-lws-{name}", "generation": 1},
+        "spec": {"replicas": replicas, "leaderWorkerTemplate": {"size": 2}},
+        "status": {"conditions": conditions if failed else []},
+    }
+
+
+def grove_dgd(components: dict[str, tuple[str, int, int, int]], **kw: Any) -> dict[str, Any]:
+    """A DGD whose components Grove runs: status.components as the operator reports them,
+    name -> (componentKind, replicas, updatedReplicas, readyReplicas)."""
+    obj = dgd(**kw)
+    obj["status"]["components"] = {
+        name: {"componentKind": kind, "replicas": r, "updatedReplicas": u, "readyReplicas": ready}
+        for name, (kind, r, u, ready) in components.items()
+    }
+    return obj

@@ -1,0 +1,79 @@
+"""Graphs on Grove and LeaderWorkerSet: clearing in the operator's words, LWS scale-downs and LWS's own verdict."""
+
+from __future__ import annotations
+
+from builders import crashing, dcd, event, grove_dgd, healthy, lws, lws_pod
+from lwsgroups import at, components, feed, incarnation
+
+from pipeline.outputs import StatusWanted
+from pipeline.pipeline import Pipeline
+
+
+def dgd_wants(out: list[object]) -> list[tuple[str | None, str, str]]:
+    return [
+        (w.state, w.condition.reason, w.condition.message)
+        for w in out
+        if isinstance(w, StatusWanted) and w.kind == "DynamoGraphDeployment"
+    ]
+
+
+def test_a_grove_graph_fails_with_no_dcd_and_clears_from_what_grove_reports() -> None:
+    pipeline = Pipeline()
+    grove = {"VllmWorker": ("PodClique", 2, 2, 1), "Frontend": ("PodClique", 1, 1, 1)}
+    out = feed(pipeline, [event("ADDED", grove_dgd(grove)), event("ADDED", crashing("w-0", pod_labels=None))])
+    assert [(s, r) for s, r, _ in dgd_wants(out)] == [("failed", "component_crash_looping")]
+    # the crash loop ends while Grove still counts 1 of 2 ready: pending, in the operator's words, never
+    # "no components observed"
+    out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
+    assert dgd_wants(out) == [("pending", "pods_not_ready", "Resources not ready: VllmWorker: scheduled but ready=1/2")]
+    # Grove reports both ready: crashwatch put pending there, so it says successful when all is ready
+    reported = grove_dgd({"VllmWorker": ("PodClique", 2, 2, 2), "Frontend": ("PodCliqueScalingGroup", 1, 1, 1)})
+    reported["status"]["state"] = "pending"
+    reported["status"]["conditions"][0]["reason"] = "component_crash_looping"  # as if our write were seen
+    out = feed(pipeline, [event("MODIFIED", reported)])
+    assert dgd_wants(out) == [("successful", "all_resources_are_ready", "All resources are ready")]
+
+
+def test_a_grove_component_still_updating_and_a_dcd_not_ready_are_mixed_reasons() -> None:
+    pipeline = Pipeline()
+    out = feed(
+        pipeline,
+        [
+            event("ADDED", grove_dgd({"VllmWorker": ("PodClique", 2, 1, 2)})),
+            event("ADDED", dcd("g-worker", component="Frontend")),
+            event("ADDED", crashing("w-0", pod_labels=None)),
+        ],
+    )
+    out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
+    assert dgd_wants(out) == [
+        (
+            "pending",
+            "mixed_not_ready_reasons",
+            "Resources not ready: VllmWorker: updated=1/2; g-worker: Deployment is not ready",
+        )
+    ]
+
+
+def test_a_scaled_down_group_is_forgotten_with_its_history() -> None:
+    pipeline = Pipeline()
+    feed(pipeline, [event("ADDED", lws(replicas=1))])
+    looping = feed(
+        pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), time=at(20))]
+    )
+    assert components(looping)[0].finding is not None
+    out = feed(pipeline, [event("MODIFIED", lws(replicas=0), time=at(25))])
+    assert [c.finding for c in components(out)] == [None]
+    assert pipeline.aggregator._groups == {}
+
+
+def test_lws_saying_its_restart_budget_ran_out_is_a_loop_until_the_group_is_ready() -> None:
+    pipeline = Pipeline()
+    feed(pipeline, [event("ADDED", lws_pod()), event("ADDED", lws_pod(worker=1))])
+    out = feed(pipeline, [event("ADDED", lws(failed="group 0 restarted 5 times"))])
+    (change,) = components(out)
+    assert change.message == (
+        "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: its restart budget is exhausted "
+        "(group 0 restarted 5 times)"
+    )
+    out = feed(pipeline, [event("MODIFIED", lws_pod(ready=True)), event("MODIFIED", lws_pod(worker=1, ready=True))])
+    assert [c.finding for c in components(out)] == [None]
