@@ -113,7 +113,8 @@ class KubeClient:
                     namespace = namespace_file.read_text().strip() or namespace
             else:
                 path = path or DEFAULT_KUBECONFIG
-                files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]
+                # start-up, before any other task runs: a stat of the kubeconfig blocks nobody
+                files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]  # noqa: ASYNC240
                 if not files:
                     raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
                 if context is not None:
