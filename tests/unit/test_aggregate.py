@@ -6,7 +6,7 @@ from typing import Any
 
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
-from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import parse_selector, selector_matches
 from stream.events import WatchEvent
@@ -29,7 +29,7 @@ class Harness:
         return out
 
     def changes(self, *events: WatchEvent) -> list[ComponentChange | GraphChange]:
-        return [o for o in self.feed(*events) if not isinstance(o, StatusWanted)]
+        return [o for o in self.feed(*events) if isinstance(o, ComponentChange | GraphChange)]
 
 
 def summary(changes: list[Any]) -> list[tuple[Any, ...]]:
@@ -172,7 +172,7 @@ def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[st
     selector = parse_selector(
         LabelSelector(
             match_labels=match or {},
-            match_expressions=[SelectorRequirement(**e) for e in (exprs or [])],
+            match_expressions=tuple(SelectorRequirement(**e) for e in (exprs or [])),
         )
     )
     assert selector is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from builders import crashing, dcd, event, grove_dgd, healthy, lws, lws_pod
 from lwsgroups import at, components, feed, incarnation
 
@@ -9,7 +11,7 @@ from pipeline.outputs import StatusWanted
 from pipeline.pipeline import Pipeline
 
 
-def dgd_wants(out: list[object]) -> list[tuple[str | None, str, str]]:
+def dgd_wants(out: Sequence[object]) -> list[tuple[str | None, str, str]]:
     return [
         (w.state, w.condition.reason, w.condition.message)
         for w in out

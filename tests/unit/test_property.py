@@ -82,6 +82,7 @@ def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[s
         else:
             final[key] = obj
         for out in pipeline.feed([event(op, obj)]):
+            line: ComponentChange | GraphChange
             if isinstance(out, ComponentChange):
                 ident: Any = ("c", out.namespace, out.graph, out.component)
                 line = msgspec.structs.replace(out, time=None)
@@ -97,5 +98,5 @@ def test_incremental_verdicts_equal_a_from_scratch_computation(ops: list[tuple[s
     assert pipeline.aggregator.graph_verdicts() == {k: v for k, v in graphs.items() if v.failed}
     # the last line printed for each component says what the final verdict is
     for ident, line in last_line.items():
-        if ident[0] == "c":
+        if isinstance(line, ComponentChange):
             assert line.finding == components.get(ident[1:])

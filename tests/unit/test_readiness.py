@@ -97,7 +97,7 @@ def test_a_deleted_graph_is_reported_not_found() -> None:
 
 
 async def _wait(targets: list[tuple[str, str]] | None, *batches: list[Output], once: bool = False) -> tuple[str, str]:
-    out, logged, stops = io.BytesIO(), [], []
+    out, logged, stops = io.BytesIO(), list[str](), list[int]()
     waiter = GraphWaiter(targets, "text", out, logged.append, lambda: stops.append(1), "namespace ns", once)
     send, receive = anyio.create_memory_object_stream[list[Output]](16)
     async with anyio.create_task_group() as tg:
@@ -121,7 +121,7 @@ async def test_the_waiter_waits_for_every_named_graph_and_fails_on_the_first_fai
     both = [("ns", "a"), ("ns", "b")]
     result, _ = await _wait(both, [readiness("a", "ready"), readiness("b", "waiting"), Listed(None)])
     assert result == "timeout"  # b never came
-    first = [readiness("a", "ready"), readiness("b", "waiting"), Listed(None)]
+    first: list[Output] = [readiness("a", "ready"), readiness("b", "waiting"), Listed(None)]
     result, out = await _wait(both, first, [readiness("b", "ready")])
     assert result == "ready" and out.count("READY") == 2
     result, out = await _wait(both, [readiness("a", "waiting"), readiness("b", "failed"), Listed(None)])

@@ -7,6 +7,7 @@ from builders import crashing, dcd, deployment, dgd, event, healthy, stalled
 from pipeline.outputs import StatusWanted
 from pipeline.pipeline import Pipeline
 from stream.events import WatchEvent
+from stream.objects import Condition
 
 
 def run(*events: WatchEvent | None) -> list[StatusWanted]:
@@ -44,15 +45,13 @@ def test_crash_loop_marks_the_dcd_and_keeps_other_conditions_in_place() -> None:
     assert [w.kind for w in out] == ["DynamoComponentDeployment"]
     w = out[0]
     assert [c.type for c in w.conditions] == ["Available", "DynamoComponentReady", "Stalled"]
-    assert w.conditions[1] == w.conditions[1].__class__(
-        **{  # untouched, field for field
-            "type": "DynamoComponentReady",
-            "status": "True",
-            "reason": "Reconciled",
-            "message": "ok",
-            "observed_generation": 1,
-            "last_transition_time": "2026-11-20T08:00:00Z",
-        }
+    assert w.conditions[1] == Condition(  # untouched, field for field
+        type="DynamoComponentReady",
+        status="True",
+        reason="Reconciled",
+        message="ok",
+        observed_generation=1,
+        last_transition_time="2026-11-20T08:00:00Z",
     )
     available = w.condition
     assert (available.status, available.reason, available.observed_generation) == ("False", "ContainerCrashLooping", 1)
@@ -215,8 +214,8 @@ def test_stalled_left_true_with_no_crash_loop_is_cleared_alone() -> None:
     )
     assert [(w.state, [(c.type, c.status, c.reason) for c in w.decided]) for w in out] == [(None, [CLEARED])]
     patch = out[0].patch()["status"]
-    assert "state" not in patch  # the state is the operator's here: left alone
-    assert [(c["type"], c["status"], c["reason"]) for c in patch["conditions"]] == [  # type: ignore[index, union-attr]
+    assert isinstance(patch, dict) and "state" not in patch  # the state is the operator's here: left alone
+    assert [(c["type"], c["status"], c["reason"]) for c in patch["conditions"]] == [
         ("Ready", "False", "some_resources_are_not_ready"),
         CLEARED,
     ]
