@@ -38,6 +38,7 @@ from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
+from sinks.text import printable
 from sinks.wait import GraphWaiter
 from stream.client import ApiError, Backoff, ConfigError, KubeClient
 from stream.record import Recorder
@@ -93,7 +94,7 @@ class _Lifecycle:
 
 def stderr_log(err: TextIO) -> Callable[[str], None]:
     def log(message: str) -> None:
-        err.write(f"crashwatch: {message}\n")
+        err.write(f"crashwatch: {printable(message)}\n")
         err.flush()
 
     return log

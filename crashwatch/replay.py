@@ -33,6 +33,7 @@ from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
+from sinks.text import printable
 from stream.events import BadRecord, WatchEvent
 from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
 
@@ -65,7 +66,7 @@ class _Progress:
         self.events += count
         if self.enabled and time.monotonic() - self.shown >= 1.0:
             self.shown = time.monotonic()
-            self.err.write(f"\rcrashwatch: replaying {name}: {self.events:,} events")
+            self.err.write(f"\rcrashwatch: replaying {printable(name)}: {self.events:,} events")
             self.err.flush()
             self.drawn = True
 
@@ -149,7 +150,7 @@ async def _deliver(
                 events = []
             outcome.bad += 1
             progress.clear()
-            err.write(f"crashwatch: {entry}\n")
+            err.write(f"crashwatch: {printable(str(entry))}\n")
             err.flush()
             if strict:
                 outcome.stopped = True
@@ -236,7 +237,7 @@ async def replay(
     except LogUnreadable as exc:
         for source in sources:
             source.close()
-        err.write(f"crashwatch: {exc}\n")
+        err.write(f"crashwatch: {printable(str(exc))}\n")
         return exitcodes.NOINPUT
     progress = _Progress(err, err.isatty() if options.progress is None else options.progress)
     outcome = _Outcome()

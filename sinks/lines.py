@@ -11,6 +11,7 @@ from typing import Literal
 import msgspec
 
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
+from sinks.text import printable
 
 
 class ComponentLine(msgspec.Struct):
@@ -95,6 +96,11 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
 
 
 def text_line(change: ComponentChange | GraphChange) -> bytes:
+    """One line, whatever the names in it hold (sinks.text)."""
+    return printable(_text_line(change)).encode() + b"\n"
+
+
+def _text_line(change: ComponentChange | GraphChange) -> str:
     when = change.time or "-"
     if isinstance(change, ComponentChange):
         where = f"{change.namespace}/{change.graph}/{change.component}"
@@ -122,7 +128,7 @@ def text_line(change: ComponentChange | GraphChange) -> bytes:
             text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
         else:
             text = f"{when}  {where}  RECOVERED"
-    return text.encode() + b"\n"
+    return text
 
 
 def patch_line(wanted: StatusWanted) -> bytes:

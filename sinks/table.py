@@ -14,6 +14,7 @@ from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
 from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.text import printable
 
 GraphName = tuple[str, str]
 
@@ -49,7 +50,7 @@ def render_table(graphs: Sequence[GraphReadiness], namespaces: bool, wide: bool)
             row.append(graph.message if graph.verdict != "ready" else "")
         if namespaces:
             row.insert(0, graph.namespace)
-        rows.append(row)
+        rows.append([printable(cell) for cell in row])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows)
     return "".join(line + "\n" for line in lines)

@@ -19,6 +19,7 @@ from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
 from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.text import printable
 
 GraphName = tuple[str, str]  # namespace, name
 Result = Literal["ready", "failed", "not_found", "timeout"]
@@ -135,7 +136,7 @@ class GraphWaiter:
         else:
             lines = [_result_line(graph, result) for graph in graphs]
             lines += [f"{ns}/{name}  NOT-FOUND" for ns, name in missing]
-            self.out.write("".join(line + "\n" for line in lines).encode())
+            self.out.write("".join(printable(line) + "\n" for line in lines).encode())
         self.out.flush()
         self.stop()
 
