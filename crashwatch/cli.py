@@ -213,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         choices=("text", "json"),
-        default="text",
+        default=None,
         help="line format of verdict changes (default: text)",
     )
     replay.add_argument(
@@ -226,11 +226,11 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "-j",
         "--jobs",
-        type=_positive_int,
+        type=_jobs,
         default=None,
         metavar="N",
-        help="decode plain JSON-lines logs in N processes (default: one per CPU, for logs of 32 MB or more; "
-        "1: no worker processes)",
+        help="decode plain JSON-lines logs in N processes, at most one per CPU (default: one per CPU, for logs "
+        "of 32 MB or more; 1: no worker processes)",
     )
     replay.add_argument(
         "--no-progress",
@@ -396,6 +396,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+MAX_JOBS = 1024
+
+
+def _jobs(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS} (and no more than the CPUs are used), not {value}")
+    return value
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -405,10 +415,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             if args.logs.count("-") > 1:
                 parser.error("'-' (standard input) can be given once")
+            if args.patches and args.output is not None:
+                parser.error("--patches prints status patches as JSON lines: it takes no -o/--output")
             return run_replay(
                 ReplayOptions(
                     logs=args.logs,
-                    output=args.output,
+                    output=args.output or "text",
                     patches=args.patches,
                     strict=args.strict,
                     progress=args.progress,

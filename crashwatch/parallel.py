@@ -294,7 +294,8 @@ class ParallelDecoder:
         cut_at_end = size > 0 and mapped[size - 1 : size] != b"\n"
         spans = line_ranges(mapped, max(self.jobs * 4, size // self.range_bytes), self.range_bytes // 64)
         tasks = [_Task(source.stream.name, (st.st_dev, st.st_ino), size, *span) for span in spans]
-        if self._workers is None:
+        if self._workers is None:  # no more workers than ranges to decode
+            self.jobs = max(1, min(self.jobs, len(tasks)))
             self._workers = _Workers(self.jobs)
         workers = self._workers
         ahead = self.jobs * 3  # tasks queued per worker beyond the one it is decoding

@@ -175,7 +175,7 @@ async def _read_logs(
     if not any(_interactive(source.stream) for source in sources):
         # regular files never block for long: read them in the loop, with no thread to share the GIL with;
         # large JSON-lines files are decoded by worker processes
-        jobs = options.jobs or usable_cpus()
+        jobs = min(options.jobs or usable_cpus(), usable_cpus())  # more processes than CPUs only wait their turn
         async with send:
             with ParallelDecoder(jobs, options.range_bytes) as parallel:
                 for source in sources:
