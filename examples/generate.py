@@ -7,11 +7,14 @@ scenario below before they were checked in; tests/replay compares the CLI agains
 
 from __future__ import annotations
 
+import copy
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from examples.realistic import (
+    component_labels,
     dcd,
     deployment,
     dgd,
@@ -19,6 +22,7 @@ from examples.realistic import (
     set_init_crashing,
     set_running,
     terminating,
+    uid,
     worker_pod,
 )
 
@@ -165,6 +169,413 @@ def two_failing_components() -> list[dict[str, Any]]:
     return [{"type": kind, "object": obj} for kind, obj in events]
 
 
+GROVE_GROUP = "grove.io"
+LWS_GROUP = "leaderworkerset.sigs.k8s.io"
+
+
+def _recorded(events: list[tuple[int, str, dict[str, Any]]], first_rv: int) -> list[dict[str, Any]]:
+    """Events as `crashwatch record` writes them: each object as the API server sent it then (a copy, with
+    the cluster-wide resourceVersion that event carried), and the arrival time."""
+    out = []
+    for n, (t, kind, obj) in enumerate(events):
+        obj = copy.deepcopy(obj)
+        obj["metadata"]["resourceVersion"] = str(first_rv + n)
+        out.append({"type": kind, "object": obj, "time": _at(t)})
+    return out
+
+
+def grove_pod(namespace: str, graph: str, component: str, index: int, suffix: str, node: str) -> dict[str, Any]:
+    """A Pod of a Grove-backed component, as Grove makes it for a DGD: one PodCliqueSet per graph, the
+    component's PodClique `<dgd>-0-<component>` (replica 0), the Pod `<clique>-<suffix>`; Dynamo's labels
+    come from the clique template, Grove's own go on top (managed-by, part-of the PodCliqueSet, the
+    clique, the PodGang)."""
+    clique = f"{graph}-0-{component.lower()}"
+    name = f"{clique}-{suffix}"
+    pod = worker_pod(namespace, name, graph, component, node=node)
+    meta = pod["metadata"]
+    labels = component_labels(graph, component)
+    labels.update(
+        {
+            "app.kubernetes.io/managed-by": "grove-operator",
+            "app.kubernetes.io/part-of": graph,
+            "app.kubernetes.io/name": clique,
+            "app.kubernetes.io/component": "pcs-podclique",
+            f"{GROVE_GROUP}/podclique": clique,
+            f"{GROVE_GROUP}/podclique-pod-index": str(index),
+            f"{GROVE_GROUP}/podcliqueset-replica-index": "0",
+            f"{GROVE_GROUP}/podgang": f"{graph}-0",
+            f"{GROVE_GROUP}/pod-template-hash": "8c5d7f9b6",
+        }
+    )
+    meta["labels"] = dict(sorted(labels.items()))  # the API server sends map keys sorted
+    meta["generateName"] = f"{clique}-"
+    meta["annotations"]["nvidia.com/deployment-hash"] = "8c5d7f9b6"
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": "grove.io/v1alpha1",
+            "kind": "PodClique",
+            "name": clique,
+            "uid": uid(namespace, "podclique", clique),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    pod["spec"]["hostname"] = f"{clique}-{index}"
+    pod["spec"]["subdomain"] = f"{graph}-0"
+    return pod
+
+
+def grove_dgd(
+    namespace: str,
+    graph: str,
+    replicas: dict[str, int],
+    ready: dict[str, int],
+    state: str = "pending",
+    reason: str = "pods_not_ready",
+    message: str = "",
+) -> dict[str, Any]:
+    """A v1beta1 DGD whose components Grove runs: no DCDs, and status.components as the operator fills it
+    from the PodCliques (one per component here)."""
+    obj = dgd(namespace, graph, state=state, reason=reason, message=message, api_version="nvidia.com/v1beta1")
+    obj["spec"] = {
+        "backendFramework": "vllm",
+        "components": [
+            {
+                "componentName": name,
+                "componentType": "frontend" if name == "Frontend" else "worker",
+                "replicas": count,
+            }
+            for name, count in replicas.items()
+        ],
+    }
+    obj["status"]["components"] = {
+        name: {
+            "componentKind": "PodClique",
+            "componentNames": [f"{graph}-0-{name.lower()}"],
+            "replicas": count,
+            "updatedReplicas": count,
+            "readyReplicas": ready[name],
+        }
+        for name, count in replicas.items()
+    }
+    return obj
+
+
+def grove_crash_loop() -> list[dict[str, Any]]:
+    """A Grove graph (no DCD): one of two decode workers crash-loops on start (exit 1), then starts on its
+    third restart and becomes Ready; Grove's counts on the DGD follow a moment later.
+
+    Each restart runs for half a minute (loading the model) before it dies again, as kubelet reports it:
+    the rule wants the container down, so the verdict clears while it runs and comes back when it dies.
+    Clearing speaks Grove's counts as the DGD reports them (1 of 2 decode workers ready)."""
+    ns, graph = "serving", "qwen3"
+    replicas = {"Frontend": 1, "VllmDecodeWorker": 2}
+
+    def reported(frontend: int, decode: int) -> dict[str, Any]:
+        not_ready = [
+            f"podclique/{graph}-0-{name.lower()}: desired={replicas[name]}, ready={count}"
+            for name, count in (("Frontend", frontend), ("VllmDecodeWorker", decode))
+            if count < replicas[name]
+        ]
+        if not not_ready:
+            return grove_dgd(
+                ns,
+                graph,
+                replicas,
+                {"Frontend": frontend, "VllmDecodeWorker": decode},
+                state="successful",
+                reason="all_resources_are_ready",
+                message="All resources are ready",
+            )
+        return grove_dgd(
+            ns,
+            graph,
+            replicas,
+            {"Frontend": frontend, "VllmDecodeWorker": decode},
+            message=f"Resources not ready: {graph}: " + "; ".join(not_ready),
+        )
+
+    front = grove_pod(ns, graph, "Frontend", 0, "7xq2m", "cpu-node-03")
+    front["metadata"]["labels"]["nvidia.com/dynamo-component-type"] = "frontend"
+    good = grove_pod(ns, graph, "VllmDecodeWorker", 0, "k8s4d", "gpu-node-05")
+    bad = grove_pod(ns, graph, "VllmDecodeWorker", 1, "w2n9p", "gpu-node-09")
+    events: list[tuple[int, str, dict[str, Any]]] = [
+        (0, "ADDED", reported(0, 0)),
+        (1, "ADDED", front),
+        (1, "ADDED", good),
+        (1, "ADDED", bad),
+        (4, "MODIFIED", set_running(front, ready=False)),
+        (6, "MODIFIED", set_running(good, ready=False)),
+        (6, "MODIFIED", set_running(bad, ready=False)),
+        (18, "MODIFIED", set_running(front)),
+        (19, "MODIFIED", reported(1, 0)),
+        (52, "MODIFIED", set_crashing(bad, 1)),  # restarted once: not a crash loop yet
+        (63, "MODIFIED", set_running(bad, restarts=1, ready=False)),
+        (71, "MODIFIED", set_running(good)),
+        (72, "MODIFIED", reported(1, 1)),
+        (97, "MODIFIED", set_crashing(bad, 2)),  # down again after its second restart: crash-looping
+        (118, "MODIFIED", set_running(bad, restarts=2, ready=False)),
+        (151, "MODIFIED", set_crashing(bad, 3)),
+        (192, "MODIFIED", set_running(bad, restarts=3, ready=False)),
+        (254, "MODIFIED", set_running(bad, restarts=3)),  # the third restart holds: Ready
+        (256, "MODIFIED", reported(1, 2)),
+    ]
+    return _recorded(events, 51_200)
+
+
+def lws_pod(
+    namespace: str,
+    graph: str,
+    component: str,
+    lws: str,
+    worker: int,
+    incarnation: int,
+    created: str,
+    node: str,
+    size: int = 2,
+) -> dict[str, Any]:
+    """A Pod of group 0 of a LeaderWorkerSet, as LWS makes it: the leader `<lws>-0` (owned by the
+    StatefulSet `<lws>`), the worker `<lws>-0-<worker>` (owned by the StatefulSet `<lws>-0`, which the
+    leader owns). Names stay when LWS recreates the group; uids do not (one per incarnation)."""
+    group = 0
+    name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
+    owner = lws if worker == 0 else f"{lws}-{group}"
+    pod = worker_pod(namespace, name, graph, component, node=node)
+    meta = pod["metadata"]
+    labels = component_labels(graph, component)
+    labels.update(
+        {
+            f"{LWS_GROUP}/name": lws,
+            f"{LWS_GROUP}/group-index": str(group),
+            f"{LWS_GROUP}/worker-index": str(worker),
+            f"{LWS_GROUP}/group-key": hashlib.sha1(f"{namespace}/{lws}-{group}".encode()).hexdigest(),
+            f"{LWS_GROUP}/template-revision-hash": "6b4f8d97c5",
+            "apps.kubernetes.io/pod-index": str(group if worker == 0 else worker),
+            "controller-revision-hash": f"{owner}-6b4f8d97c5",
+            "statefulset.kubernetes.io/pod-name": name,
+        }
+    )
+    meta["labels"] = dict(sorted(labels.items()))
+    del meta["generateName"]
+    meta["uid"] = uid(namespace, name, f"incarnation-{incarnation}")
+    meta["creationTimestamp"] = created
+    meta["annotations"][f"{LWS_GROUP}/size"] = str(size)
+    if worker:
+        meta["annotations"][f"{LWS_GROUP}/leader-name"] = f"{lws}-{group}"
+    meta["ownerReferences"] = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": owner,
+            "uid": uid(namespace, "sts", owner, f"incarnation-{incarnation}" if worker else ""),
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    pod["spec"]["hostname"] = name
+    pod["spec"]["subdomain"] = lws
+    return pod
+
+
+def leader_worker_set(
+    namespace: str, graph: str, component: str, name: str, owner_dcd: str, ready: bool
+) -> dict[str, Any]:
+    """The LeaderWorkerSet the operator makes for a multinode DCD: one group of a leader and a worker."""
+    labels = {"nvidia.com/dynamo-graph-deployment-name": graph, "nvidia.com/dynamo-component": component}
+    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "main", "image": "x"}]}}
+    return {
+        "kind": "LeaderWorkerSet",
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": uid(namespace, "lws", name),
+            "generation": 1,
+            "resourceVersion": "900",
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "nvidia.com/v1beta1",
+                    "kind": "DynamoComponentDeployment",
+                    "name": owner_dcd,
+                    "uid": uid(namespace, "dcd", owner_dcd),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": 1,
+            "startupPolicy": "LeaderCreated",
+            "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1}},
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "restartPolicy": "RecreateGroupOnPodRestart",
+                "leaderTemplate": template,
+                "workerTemplate": template,
+            },
+        },
+        "status": {
+            "replicas": 1,
+            "readyReplicas": 1 if ready else 0,
+            "updatedReplicas": 1,
+            "hpaPodSelector": f"{LWS_GROUP}/name={name},{LWS_GROUP}/worker-index=0",
+            "conditions": [
+                {
+                    "type": "Available",
+                    "status": "True" if ready else "False",
+                    "reason": "AllGroupsReady" if ready else "AllGroupsNotReady",
+                    "message": "All replicas are ready" if ready else "Not all replicas are ready",
+                    "lastTransitionTime": "2026-11-20T10:00:00Z",
+                },
+                {
+                    "type": "Progressing",
+                    "status": "False" if ready else "True",
+                    "reason": "GroupsProgressing",
+                    "message": "Replicas are progressing",
+                    "lastTransitionTime": "2026-11-20T10:00:00Z",
+                },
+            ],
+        },
+    }
+
+
+def lws_recreation_loop() -> list[dict[str, Any]]:
+    """An LWS-backed DCD: whenever its worker container exits 1 (an NCCL error on a bad node), LWS deletes
+    the group's leader, the worker goes with it, and the group is made anew with restart counts at 0.
+    Four recreations in about four minutes, each after a failure; the fifth incarnation's worker lands
+    on another node and the group becomes Ready."""
+    ns, graph, component = "dynamo", "llama-mn", "VllmWorker"
+    v = "nvidia.com/v1beta1"
+    worker_dcd, lws = "llama-mn-vllmworker", "llama-mn-vllmworker-0"
+    front = worker_pod(ns, "llama-mn-frontend-5c4b3a291-q8w7e", graph, "Frontend", "5c4b3a291", node="cpu-node-01")
+    front["metadata"]["labels"]["nvidia.com/dynamo-component-type"] = "frontend"
+
+    def graph_status(state: str, reason: str, message: str) -> dict[str, Any]:
+        obj = dgd(ns, graph, state=state, reason=reason, message=message, api_version=v)
+        obj["spec"] = {
+            "backendFramework": "vllm",
+            "components": [
+                {"componentName": "Frontend", "componentType": "frontend", "replicas": 1},
+                {"componentName": component, "componentType": "worker", "replicas": 1, "multinode": {"nodeCount": 2}},
+            ],
+        }
+        ready = state == "successful"
+        obj["status"]["components"] = {
+            "Frontend": {
+                "componentKind": "Deployment",
+                "componentNames": ["llama-mn-frontend"],
+                "replicas": 1,
+                "updatedReplicas": 1,
+                "readyReplicas": 1,
+            },
+            component: {
+                "componentKind": "LeaderWorkerSet",
+                "componentNames": [lws],
+                "replicas": 1,
+                "updatedReplicas": 1,
+                "readyReplicas": 1 if ready else 0,
+            },
+        }
+        return obj
+
+    def worker_status(ready: bool) -> dict[str, Any]:
+        if ready:
+            return dcd(
+                ns,
+                graph,
+                component,
+                worker_dcd,
+                available="True",
+                reason="LeaderWorkerSetReady",
+                message="LeaderWorkerSet is ready",
+                api_version=v,
+            )
+        return dcd(
+            ns,
+            graph,
+            component,
+            worker_dcd,
+            reason="LeaderWorkerSetNotReady",
+            message="LeaderWorkerSet is not ready",
+            api_version=v,
+        )
+
+    events: list[tuple[int, str, dict[str, Any]]] = [
+        (
+            0,
+            "ADDED",
+            graph_status(
+                "pending",
+                "some_resources_are_not_ready",
+                f"Resources not ready: {worker_dcd}: LeaderWorkerSet is not ready",
+            ),
+        ),
+        (
+            0,
+            "ADDED",
+            dcd(
+                ns,
+                graph,
+                "Frontend",
+                "llama-mn-frontend",
+                available="True",
+                reason="DeploymentReady",
+                message="Deployment is ready",
+                api_version=v,
+            ),
+        ),
+        (0, "ADDED", worker_status(False)),
+        (0, "ADDED", leader_worker_set(ns, graph, component, lws, worker_dcd, ready=False)),
+        (0, "ADDED", set_running(front)),
+    ]
+
+    def incarnation(n: int, start: int, node: str, fails_at: int | None) -> None:
+        """Group 0's n-th life: the leader, then its worker, both start; the worker's container exits 1 and
+        restarts once, so LWS deletes the leader and the worker goes with it."""
+        leader = lws_pod(ns, graph, component, lws, 0, n, _at(start), "gpu-node-04")
+        worker = lws_pod(ns, graph, component, lws, 1, n, _at(start + 1), node)
+        events.extend(
+            [
+                (start, "ADDED", leader),
+                (start + 1, "ADDED", worker),
+                (start + 4, "MODIFIED", set_running(leader, ready=False)),
+                (start + 5, "MODIFIED", set_running(worker, ready=False)),
+            ]
+        )
+        if fails_at is None:
+            return
+        failed = set_crashing(worker, 1, waiting=True)
+        events.extend(
+            [
+                (fails_at, "MODIFIED", failed),
+                (fails_at, "MODIFIED", terminating(set_running(leader, ready=False), _at(fails_at))),
+                (fails_at + 1, "MODIFIED", terminating(failed, _at(fails_at + 1))),
+                (fails_at + 3, "DELETED", terminating(failed, _at(fails_at + 1))),
+                (fails_at + 4, "DELETED", terminating(set_running(leader, ready=False), _at(fails_at))),
+            ]
+        )
+
+    incarnation(1, 2, "gpu-node-11", 48)
+    incarnation(2, 54, "gpu-node-11", 129)  # recreated once: LWS doing its job
+    incarnation(3, 135, "gpu-node-11", 211)  # recreated twice, each after a failure: recreation-looping
+    incarnation(4, 217, "gpu-node-11", 291)
+    incarnation(5, 297, "gpu-node-12", None)  # gpu-node-11 cordoned: the worker lands elsewhere
+    last_leader = lws_pod(ns, graph, component, lws, 0, 5, _at(297), "gpu-node-04")
+    last_worker = lws_pod(ns, graph, component, lws, 1, 5, _at(298), "gpu-node-12")
+    events.extend(
+        [
+            (372, "MODIFIED", set_running(last_worker)),
+            (374, "MODIFIED", set_running(last_leader)),  # the whole group Ready: recovered
+            (376, "MODIFIED", leader_worker_set(ns, graph, component, lws, worker_dcd, ready=True)),
+            (377, "MODIFIED", worker_status(True)),
+            (378, "MODIFIED", graph_status("successful", "all_resources_are_ready", "All resources are ready")),
+        ]
+    )
+    events.sort(key=lambda e: e[0])  # stable: same-second events keep their order
+    return _recorded(events, 73_400)
+
+
 def main() -> None:
     with open(HERE / "rollout-recovers.jsonl", "w") as out:
         for event in rollout_recovers():
@@ -172,6 +583,13 @@ def main() -> None:
     with open(HERE / "two-failing-components.json", "w") as out:
         for event in two_failing_components():
             out.write(json.dumps(event, indent=4) + "\n")
+    for name, events in (
+        ("grove-crash-loop.jsonl", grove_crash_loop()),
+        ("lws-recreation-loop.jsonl", lws_recreation_loop()),
+    ):
+        with open(HERE / name, "w") as out:
+            for event in events:
+                out.write(json.dumps(event, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ CASES = [
     ("two-failing-components.json", [], "two-failing-components.expected.txt"),
     ("two-failing-components.json", ["-o", "json"], "two-failing-components.expected.jsonl"),
     ("two-failing-components.json", ["--patches"], "two-failing-components.expected.patches.jsonl"),
+    ("grove-crash-loop.jsonl", [], "grove-crash-loop.expected.txt"),
+    ("grove-crash-loop.jsonl", ["-o", "json"], "grove-crash-loop.expected.jsonl"),
+    ("grove-crash-loop.jsonl", ["--patches"], "grove-crash-loop.expected.patches.jsonl"),
+    ("lws-recreation-loop.jsonl", [], "lws-recreation-loop.expected.txt"),
+    ("lws-recreation-loop.jsonl", ["-o", "json"], "lws-recreation-loop.expected.jsonl"),
+    ("lws-recreation-loop.jsonl", ["--patches"], "lws-recreation-loop.expected.patches.jsonl"),
 ]
 
 
@@ -46,6 +52,14 @@ def _mask_wall_clock(output: str, before: datetime.datetime, after: datetime.dat
         return '"lastTransitionTime":"<now>"' if before <= when <= after else found.group(0)
 
     return re.sub(r'"lastTransitionTime":"([0-9T:-]+Z)"', mask, output)
+
+
+@pytest.mark.parametrize("flags", [[], ["-o", "json"], ["--patches"]], ids=["text", "json", "patches"])
+def test_lws_recreations_further_apart_than_the_group_window_are_no_loop(flags: list[str]) -> None:
+    """The LWS example's group is recreated every 80-82 s: with a 1 s window no two recreations are close
+    enough, so nothing crash-loops and nothing is written."""
+    result = run("replay", "--group-window", "1s", *flags, str(EXAMPLES / "lws-recreation-loop.jsonl"))
+    assert (result.returncode, result.stderr, result.stdout) == (0, b"", b"")
 
 
 def test_json_lines_follow_the_contract() -> None:
@@ -176,4 +190,5 @@ def test_a_pipe_on_stdin_is_diagnosed_record_by_record() -> None:
         watchdog.cancel()
         proc.stdin.close()
         proc.wait(timeout=30)
+        proc.stdout.close()
     assert proc.returncode == 0
