@@ -67,7 +67,8 @@ class FakeApi:
         self.serve_dynamo = True
         self.dynamo_versions: tuple[str, ...] = ("v1beta1",)
         self.bookmark_every: float | None = None
-        self._changed = asyncio.Condition()
+        self._changed = asyncio.Event()  # set, and replaced by a fresh one, at every change
+        self._stopping = asyncio.Event()  # ends the watches and the delays under way, so stop() waits for none
         self._watching: set[Any] = set()  # the transports of open watches
         self._runner: web.AppRunner | None = None
         self.url = ""
@@ -125,12 +126,9 @@ class FakeApi:
         return out
 
     def _notify(self) -> None:
-        async def wake() -> None:
-            async with self._changed:
-                self._changed.notify_all()
-
-        with contextlib.suppress(RuntimeError):  # no loop: nobody watches
-            asyncio.get_running_loop().create_task(wake())
+        """Wake the open watches, at once and without a task of its own that could outlive the test."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     def _take_fault(self, key: str) -> Fault | None:
         queue = self.faults.get(key)
@@ -150,8 +148,21 @@ class FakeApi:
         return self
 
     async def stop(self) -> None:
+        """End every request under way (a watch, a delay) and close: no handler outlives the server."""
+        self._stopping.set()
+        self._notify()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    async def _pause(self, seconds: float) -> bool:
+        """Wait `seconds`, or less if the server stops meanwhile: True if it did."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._stopping.wait()
+        return self._stopping.is_set()
+
+    def _shutting_down(self) -> web.Response:
+        return _status(503, "ServiceUnavailable", "the server is shutting down")
 
     def kubeconfig(self, folder: Path, namespace: str = "ns") -> Path:
         path = folder / "kubeconfig"
@@ -179,14 +190,14 @@ class FakeApi:
             return web.json_response(
                 {"resources": [{"name": "dynamocomponentdeployments"}, {"name": "dynamographdeployments"}]}
             )
-        group = "" if parts[0] == "api" else parts[1]
-        rest = parts[2:] if parts[0] == "api" else parts[3:]
+        group = "" if parts[:1] == ["api"] else (parts[1] if len(parts) > 1 else "")
+        rest = parts[2:] if parts[:1] == ["api"] else parts[3:]
         namespace = None
-        if rest[:1] == ["namespaces"]:
+        if rest[:1] == ["namespaces"] and len(rest) > 2:
             namespace, rest = rest[1], rest[2:]
-        plural = rest[0]
-        if (group, plural) not in RESOURCES:
-            return _status(404, "NotFound", f"no resource {plural}")
+        plural = rest[0] if rest else ""
+        if (group, plural) not in RESOURCES:  # as the API server: 404 for what it does not serve (discovery too)
+            return _status(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
         if request.method == "GET" and name is None:
             if request.query.get("watch") == "1":
@@ -238,14 +249,31 @@ class FakeApi:
         fault = self._take_fault(f"watch {plural}")
         if fault is not None and fault.kind == "status":
             return _status(fault.status, "Fault", "injected", fault.headers)
-        if fault is not None and fault.kind == "delay":
-            await asyncio.sleep(fault.seconds)
+        if fault is not None and fault.kind == "delay" and await self._pause(fault.seconds):
+            return self._shutting_down()
         since = int(request.query.get("resourceVersion") or self.version)
-        selector = request.query.get("labelSelector")
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
-        if request.transport is not None:
-            self._watching.add(request.transport)
+        transport = request.transport
+        if transport is not None:
+            self._watching.add(transport)
+        try:
+            return await self._stream(request, response, plural, namespace, fault, since)
+        except ConnectionResetError:  # the watcher hung up (it stopped, or gave up on the stream): the end
+            return response
+        finally:
+            self._watching.discard(transport)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        plural: str,
+        namespace: str | None,
+        fault: Fault | None,
+        since: int,
+    ) -> web.StreamResponse:
+        selector = request.query.get("labelSelector")
         if (fault is not None and fault.kind == "gone") or since < self.compacted:
             error = {
                 "kind": "Status",
@@ -260,7 +288,8 @@ class FakeApi:
         sent = 0
         deadline = time.monotonic() + float(request.query.get("timeoutSeconds", "300"))
         last_bookmark = time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not self._stopping.is_set():
+            changed = self._changed  # taken before the history is read: a change from now on sets it
             pending = [(v, k, o) for v, k, o in self.history[plural] if v > since]
             for version, kind, obj in pending:
                 since = version
@@ -278,17 +307,17 @@ class FakeApi:
                 await response.write(json.dumps({"type": "BOOKMARK", "object": bookmark}).encode() + b"\n")
                 since = max(since, self.version)
                 last_bookmark = time.monotonic()
-            async with self._changed:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), 0.05)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(0.05):
+                    await changed.wait()
         return response
 
     async def _misbehave(self, request: web.Request, response: web.StreamResponse, fault: Fault) -> web.StreamResponse:
         if fault.kind == "garbage":
             await response.write(b'{"type": "MODIFIED", "object": {"kind": "Pod", "metadata": \n')
-            await asyncio.sleep(30)
+            await self._pause(30)
         elif fault.kind == "silent":
-            await asyncio.sleep(3600)
+            await self._pause(3600)
         elif fault.kind == "cut":
             transport = request.transport
             if transport is not None:
@@ -307,7 +336,8 @@ class FakeApi:
     async def _patch(self, plural: str, namespace: str, name: str, body: Any) -> web.StreamResponse:
         fault = self._take_fault("patch")
         if fault is not None and fault.kind == "delay":
-            await asyncio.sleep(fault.seconds)
+            if await self._pause(fault.seconds):
+                return self._shutting_down()  # the client has long gone: the write is not made
         elif fault is not None and fault.kind == "status":
             return _status(fault.status, "Fault", "injected", fault.headers)
         obj = self.objects[plural].get((namespace, name))
