@@ -65,6 +65,13 @@ class Harness:
     def __init__(self, patcher: StatusPatcher) -> None:
         self.patcher = patcher
         self.send, self.receive = anyio.create_memory_object_stream[list[Output]](16)
+        self.done = anyio.Event()
+
+    async def run(self) -> None:
+        try:
+            await self.patcher.run(self.receive)
+        finally:
+            self.done.set()
 
     async def feed(self, *wanted: StatusWanted) -> None:
         await self.send.send(list(wanted))
@@ -74,6 +81,14 @@ async def wait_for(predicate: Any, timeout: float = 10) -> None:
     with anyio.fail_after(timeout):
         while not predicate():
             await anyio.sleep(0.01)
+
+
+async def finished(h: Harness, timeout: float = 10) -> None:
+    """End the patcher's input and wait for it to return, which it does once it has made every write it
+    would make for what it was given: what the fake saw then is all it will see, no sleep needed."""
+    await h.send.aclose()
+    with anyio.fail_after(timeout):
+        await h.done.wait()
 
 
 def patches(api: FakeApi) -> list[Any]:
@@ -161,14 +176,13 @@ async def test_while_a_write_is_in_flight_only_the_newest_wanted_status_follows(
     api.fault("patch", Fault("delay", seconds=0.5))
     h = Harness(StatusPatcher(client))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(h.patcher.run, h.receive)
+        tg.start_soon(h.run)
         await h.feed(want(api, "w", "restarted 2 times"))
         await wait_for(lambda: len(patches(api)) == 1)
         for restarts in (3, 4, 5):
             await h.feed(want(api, "w", f"restarted {restarts} times"))
         await wait_for(lambda: available(api, "w")["message"] == "restarted 5 times")
-        await anyio.sleep(0.2)
-        await h.send.aclose()
+        await finished(h)
     # restarts 3 and 4 were superseded before their turn; the 5 may need a second try (409: the first
     # write moved the resourceVersion on which it was decided)
     sent = [r.body["status"]["conditions"][0]["message"] for r in patches(api)]
@@ -218,11 +232,10 @@ async def test_a_gone_or_refused_object_is_not_retried(
     logged: list[str] = []
     h = Harness(StatusPatcher(client, log=logged.append))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(h.patcher.run, h.receive)
+        tg.start_soon(h.run)
         await h.feed(want(api, "w", "crash"))
         await wait_for(lambda: len(logged) == 1)
-        await anyio.sleep(0.3)
-        await h.send.aclose()
+        await finished(h)  # a retry (after its 0.5 s backoff at least) would be made before it returns
     assert len(patches(api)) == 1
     assert logged_text in logged[0]
 

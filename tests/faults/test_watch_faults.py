@@ -45,6 +45,22 @@ async def reflect(client: KubeClient, collector: Collector, settings: WatchSetti
     return Reflector(client, PODS, None, collector.emit, settings, **kw)
 
 
+async def watching(api: FakeApi, out: Collector, watches: int = 1) -> None:
+    """Until the fake has seen the reflector's watch request: its list is done, and what changes from now
+    on reaches it by the watch."""
+    await out.wait_for(lambda: len(api.requests_of("GET", "pods", watch=True)) >= watches)
+
+
+async def everything_before(api: FakeApi, out: Collector, marker: str = "zz-marker") -> None:
+    """Until a Pod made now has been handed on. A watch hands changes on in order, so whatever the
+    reflector would hand on before it (a repeated or stray event) has been handed on by then: a bounded
+    wait on progress, where a sleep would only hope that nothing else was coming."""
+    api.put("pods", healthy(marker))
+    await out.wait_for(lambda: any(e.object.metadata.name == marker for e in out.events))  # type: ignore[union-attr]
+    assert out.events[-1].object.metadata.name == marker  # type: ignore[union-attr]
+    del out.events[-1]
+
+
 async def test_a_list_in_pages_then_a_watch_from_its_resource_version(api: FakeApi, client: KubeClient) -> None:
     for i in range(1203):
         api.put("pods", healthy(f"p-{i:04d}"))
@@ -80,11 +96,11 @@ async def test_a_dropped_watch_resumes_from_the_last_event_without_loss_or_repea
         await out.wait_for(lambda: len(out.events) == 1)
         for restarts in range(1, 6):
             api.put("pods", crashing("a", restarts=restarts))
-        await out.wait_for(lambda: len(out.events) == 6)
-        await anyio.sleep(0.2)
+        await out.wait_for(lambda: len(out.events) >= 6)
+        await everything_before(api, out)  # and nothing came twice before it
         tg.cancel_scope.cancel()
     versions = [int(v) for _, _, v in out.seen()]
-    assert versions == sorted(set(versions))  # every change once, in order
+    assert len(versions) == 6 and versions == sorted(set(versions))  # every change once, in order
     watches = api.requests_of("GET", "pods", watch=True)
     assert len(watches) == 2
     assert watches[1].query["resourceVersion"] == str(versions[2])  # resumed after the 2nd watched event
@@ -98,7 +114,7 @@ async def test_a_malformed_line_is_reported_and_the_watch_resumes(api: FakeApi, 
     reflector = await reflect(client, out, log=logged.append)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reflector.run)
-        await anyio.sleep(0.1)
+        await watching(api, out)  # so that the watch, not the list, carries the first change
         api.put("pods", crashing("a", restarts=1))
         api.put("pods", crashing("a", restarts=2))
         await out.wait_for(lambda: len(out.events) == 2)
@@ -136,7 +152,7 @@ async def test_a_silent_watch_is_taken_for_stuck_and_resumed(api: FakeApi, clien
     reflector = await reflect(client, out, settings, log=logged.append)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reflector.run)
-        await anyio.sleep(0.1)
+        await watching(api, out)
         api.put("pods", crashing("a"))  # made while the first watch says nothing
         await out.wait_for(lambda: len(out.events) == 1)
         tg.cancel_scope.cancel()
@@ -151,7 +167,7 @@ async def test_bookmarks_move_the_resume_point(api: FakeApi, client: KubeClient)
     reflector = await reflect(client, out)
     async with anyio.create_task_group() as tg:
         tg.start_soon(reflector.run)
-        await anyio.sleep(0.2)
+        await watching(api, out)  # after its list: only a bookmark can tell it of the version moving on
         api.put("deployments", {"kind": "Deployment", "metadata": {"name": "unrelated"}})  # moves the version
         await out.wait_for(lambda: reflector.resource_version == str(api.version))
         tg.cancel_scope.cancel()
@@ -179,7 +195,7 @@ async def test_gone_relists_and_hands_on_the_difference(api: FakeApi, client: Ku
         api.compact()
         api.disconnect()
         await out.wait_for(lambda: reflector.lists == 2 and len(out.events) >= 9, timeout=3)
-        await anyio.sleep(0.2)
+        await everything_before(api, out)  # and nothing more than the difference came before it
         tg.cancel_scope.cancel()
     after = out.events[4:]
     summary = sorted((e.type, e.object.metadata.name, e.object.metadata.uid) for e in after)  # type: ignore[union-attr]
