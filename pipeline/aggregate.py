@@ -99,6 +99,10 @@ class Index(Generic[K, M]):
 _EMPTY: set[Any] = set()
 
 
+def _text(finding: Finding | None) -> str:
+    return finding.text if finding is not None else ""
+
+
 class _Component:
     __slots__ = ("looping", "pods", "reported")
 
@@ -346,8 +350,8 @@ class Aggregator:
             best = self._group_finding(component, groups)
         if not state.pods and not groups:
             del self._components[component]
-        if best == state.reported:
-            return None
+        if best == state.reported or (best is not None and best.text and best.text == _text(state.reported)):
+            return None  # a group loop in the same words (a held one found again) is the same verdict
         state.reported = best
         namespace, graph, name = component
         graph_key = (namespace, graph)
@@ -539,7 +543,9 @@ class Aggregator:
         finding = state.reported if state is not None else None
         owned = sorted(self._deployment_by_dcd.get(key))
         deployment = self.deployments[owned[0]] if owned else None
-        decided = (dcd_available(dcd, finding, deployment), dcd_stalled(dcd, finding))
+        groups = self._groups_of.get(component) if component is not None else _EMPTY
+        groups_ready = all(self._groups[g].ready for g in groups) if groups else None
+        decided = (dcd_available(dcd, finding, deployment, groups_ready), dcd_stalled(dcd, finding))
         return self._want(("dcd", key), dcd, decided, None, now)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:

@@ -17,6 +17,7 @@ came and went. Time comes from the events; an event without a time counts as wit
 from __future__ import annotations
 
 import datetime
+import re
 
 import msgspec
 
@@ -89,10 +90,30 @@ def budget_finding(lws: str, group: str, message: str) -> Finding:
     return Finding("", "", 0, 0, "RestartBudgetExhausted", lws=lws, group=group, text=text)
 
 
+_HELD = re.compile(
+    r"LeaderWorkerSet (?P<lws>\S+) group (?P<group>\S+) is recreation-looping: recreated (?P<count>\d+) times"
+    r".*\(last: (?:container (?P<container>\S+) of )?Pod (?P<pod>\S+) (?:exited with code (?P<exit>-?\d+)|failed)"
+)
+
+
 def held_finding(text: str) -> Finding:
     """A group loop a status reports, carried over a watcher restart that lost the history: the same
-    words, so nothing is rewritten, until the group is Ready again."""
-    return Finding("", "", 0, 0, "", text=text)
+    words, so nothing is rewritten, until the group is Ready again; what the words say of the group and
+    its last failure is read back from them."""
+    found = _HELD.match(text)
+    if found is None:
+        return Finding("", "", 0, 0, "", text=text)
+    return Finding(
+        found["pod"],
+        found["container"] or "",
+        0,
+        int(found["exit"] or 0),
+        "",
+        lws=found["lws"],
+        group=found["group"],
+        recreations=int(found["count"]),
+        text=text,
+    )
 
 
 def is_group_text(message: str) -> bool:

@@ -84,8 +84,11 @@ def dgd_stalled(dgd: StatusView, verdict: GraphVerdict) -> Condition | None:
     return stalled(dgd, verdict.failed, DGD_STALLED_REASON, verdict.message, "no component is crash-looping")
 
 
-def dcd_available(dcd: StatusView, finding: Finding | None, deployment: DeploymentView | None) -> Condition | None:
-    """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say."""
+def dcd_available(
+    dcd: StatusView, finding: Finding | None, deployment: DeploymentView | None, groups_ready: bool | None = None
+) -> Condition | None:
+    """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say.
+    `groups_ready` is set for a LeaderWorkerSet-backed DCD: whether all its groups' Pods are Ready."""
     if finding is not None:
         return Condition(
             type=DCD_CONDITION,
@@ -97,6 +100,22 @@ def dcd_available(dcd: StatusView, finding: Finding | None, deployment: Deployme
     current = dcd.condition(DCD_CONDITION)
     if current is None or current.reason != DCD_REASON_CRASH_LOOPING:
         return None
+    if deployment is None and groups_ready is not None:  # the operator's words for its LeaderWorkerSet
+        if groups_ready:
+            return Condition(
+                DCD_CONDITION,
+                "True",
+                "LeaderWorkerSetReady",
+                "LeaderWorkerSet is ready",
+                observed_generation=dcd.generation,
+            )
+        return Condition(
+            DCD_CONDITION,
+            "False",
+            "LeaderWorkerSetNotReady",
+            "LeaderWorkerSet is not ready",
+            observed_generation=dcd.generation,
+        )
     if deployment is None:
         return Condition(
             DCD_CONDITION, "Unknown", "Reconciling", "no Deployment observed", observed_generation=dcd.generation

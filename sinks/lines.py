@@ -10,6 +10,7 @@ from typing import Literal
 
 import msgspec
 
+from pipeline.crashloop import Finding
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
 from sinks.text import printable
 
@@ -62,25 +63,7 @@ _encoder = msgspec.json.Encoder()
 
 def json_line(change: ComponentChange | GraphChange) -> bytes:
     if isinstance(change, ComponentChange):
-        finding = change.finding
-        line: ComponentLine | GraphLine = ComponentLine(
-            kind="component",
-            time=change.time,
-            namespace=change.namespace,
-            graph=change.graph,
-            component=change.component,
-            dcd=change.dcd,
-            crash_looping=finding is not None,
-            pod=finding.pod if finding else None,
-            container=finding.container if finding else None,
-            restarts=finding.restarts if finding else None,
-            exit_code=finding.exit_code if finding else None,
-            message=change.message,
-        )
-        if finding is not None and finding.lws:
-            line = GroupLoopLine(
-                **msgspec.structs.asdict(line), lws=finding.lws, group=finding.group, recreations=finding.recreations
-            )
+        line: ComponentLine | GraphLine = component_line(change)
     else:
         line = GraphLine(
             kind="graph",
@@ -95,6 +78,36 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
     return _encoder.encode(line) + b"\n"
 
 
+def component_line(change: ComponentChange) -> ComponentLine:
+    finding = change.finding
+    pod = finding.pod if finding else None
+    container = finding.container if finding else None
+    restarts = finding.restarts if finding else None
+    exit_code = finding.exit_code if finding else None
+    if finding is not None and finding.text:  # a group loop: a container's restarts say nothing of it
+        restarts = None
+        if not finding.container:  # a held loop whose words name no container
+            pod = container = exit_code = None
+    line = ComponentLine(
+        kind="component",
+        time=change.time,
+        namespace=change.namespace,
+        graph=change.graph,
+        component=change.component,
+        dcd=change.dcd,
+        crash_looping=finding is not None,
+        pod=pod,
+        container=container,
+        restarts=restarts,
+        exit_code=exit_code,
+        message=change.message,
+    )
+    if finding is None or not finding.lws:
+        return line
+    fields = msgspec.structs.asdict(line)
+    return GroupLoopLine(**fields, lws=finding.lws, group=finding.group, recreations=finding.recreations)
+
+
 def text_line(change: ComponentChange | GraphChange) -> bytes:
     """One line, whatever the names in it hold (sinks.text)."""
     return printable(_text_line(change)).encode() + b"\n"
@@ -107,6 +120,8 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
         finding = change.finding
         if finding is None:
             text = f"{when}  {where}  RECOVERED"
+        elif finding.text and not finding.lws:  # a loop whose words are all there is to say
+            text = f"{when}  {where}  CRASH-LOOPING  {finding.text}"
         elif finding.lws:  # a LeaderWorkerSet group's recreation loop
             text = (
                 f"{when}  {where}  CRASH-LOOPING  lws={finding.lws} group={finding.group} "
@@ -122,13 +137,21 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
         where = f"{change.namespace}/{change.graph}"
         if change.failed:
             parts = [
-                f"{name} (restarts={finding.restarts} exit={finding.exit_code})"
-                for name, finding in zip(change.components, change.findings, strict=True)
+                f"{name} ({_counts(finding)})" for name, finding in zip(change.components, change.findings, strict=True)
             ]
             text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
         else:
             text = f"{when}  {where}  RECOVERED"
     return text
+
+
+def _counts(finding: Finding) -> str:
+    """What climbs while it crash-loops: a container's restarts, or a group's recreations."""
+    if finding.lws:
+        return f"recreations={finding.recreations} exit={finding.exit_code}"
+    if finding.text:
+        return "group recreation loop"
+    return f"restarts={finding.restarts} exit={finding.exit_code}"
 
 
 def patch_line(wanted: StatusWanted) -> bytes:
@@ -205,5 +228,5 @@ def crash_looping_summary(graph: GraphReadiness, wide: bool = False) -> str:
     for c in graph.crash_looping:
         f = c.finding
         where = f"pod={f.pod} container={f.container} " if wide else ""
-        parts.append(f"{c.component} ({where}restarts={f.restarts} exit={f.exit_code})")
+        parts.append(f"{c.component} ({where}{_counts(f)})")
     return ", ".join(parts)

@@ -8,7 +8,7 @@ from builders import dcd, dgd, event, lws_pod
 from lwsgroups import at, components, feed, incarnation
 
 from pipeline.groups import is_group_text
-from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Output, StatusWanted
 from pipeline.pipeline import Pipeline
 
 WINDOW = 600.0
@@ -78,9 +78,10 @@ def test_a_loop_recovers_when_the_group_is_ready_and_writes_follow() -> None:
     out = feed(pipeline, [event("MODIFIED", lws_pod(worker=1, incarnation=3, ready=True), time=at(31))])
     (change,) = components(out)
     assert change.finding is None
-    assert [w.condition.reason for w in out if isinstance(w, StatusWanted)] == [
-        "Reconciling",
-        "some_resources_are_not_ready",
+    # cleared in the operator's words for a LeaderWorkerSet, and the graph from its DCD
+    assert [(w.condition.reason, w.condition.message) for w in out if isinstance(w, StatusWanted)] == [
+        ("LeaderWorkerSetReady", "LeaderWorkerSet is ready"),
+        ("all_resources_are_ready", "All resources are ready"),
     ]
 
 
@@ -138,7 +139,17 @@ def test_a_watcher_restart_neither_clears_nor_rewrites_a_reported_group_loop() -
     pipeline, out = _restarted(message, [lws_pod(incarnation=9), lws_pod(worker=1, incarnation=9)])
     assert [o for o in out if isinstance(o, StatusWanted)] == []  # no write on restart
     (change,) = components(out)
-    assert change.message == message  # held, in the same words
+    assert change.message == message  # held, in the same words, and what they say of the group read back
+    assert change.finding is not None
+    held = change.finding
+    assert (held.lws, held.group, held.recreations, held.pod, held.container, held.exit_code) == (
+        "g-worker-0",
+        "0",
+        7,
+        "g-worker-0-0-1",
+        "main",
+        1,
+    )
     # one recreation more is not yet a loop for the new history, and must not flap the verdict
     out = feed(pipeline, incarnation(9, 100)[2:], incarnation(10, 110))
     assert [o for o in out if isinstance(o, StatusWanted | ComponentChange)] == []
@@ -174,3 +185,15 @@ def test_memory_per_group_is_bounded_whatever_the_number_of_recreations() -> Non
     (history,) = aggregator._groups.values()
     assert history.streak == 198 and len(history.pods) == 0
     assert len(aggregator.pods) == 0
+
+
+def test_a_held_loop_found_again_in_the_same_words_is_no_new_line() -> None:
+    """After a restart the history rebuilds; when it reaches the words the status already says, the
+    verdict is the same: no component line, no graph line, no write."""
+    message = (
+        "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: recreated 2 times, each after a failure "
+        "(last: container main of Pod g-worker-0-0-1 exited with code 1)"
+    )
+    pipeline, _ = _restarted(message, [lws_pod(incarnation=9), lws_pod(worker=1, incarnation=9)])
+    out = feed(pipeline, incarnation(9, 100)[2:], incarnation(10, 110), incarnation(11, 120)[:1])
+    assert [o for o in out if not isinstance(o, GraphReadiness)] == []
