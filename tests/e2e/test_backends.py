@@ -566,30 +566,25 @@ def test_a_leaderworkerset_group_recreated_after_each_failure_fails_the_dcd_and_
             before = events_seen(url, "pods")
             make_ready(kube, namespace, group.worker)
             took = timed(lambda: not dcd_looping(get_dcd(kube, namespace, "llm-worker")), 5, "the DCD cleared")
-            wait(lambda: verdict(get_dgd(kube, namespace))[0] == "pending", 5, "the DGD cleared")
+            wait(lambda: verdict(get_dgd(kube, namespace))[0] == "successful", 5, "the DGD cleared")
             print(f"lws: cleared {took * 1000:.0f} ms after the group's last Pod became Ready")
             settled(url, "pods", before)
             dcd, dgd = get_dcd(kube, namespace, "llm-worker"), get_dgd(kube, namespace)
             writes = w.writes()
             lines = json_lines(w)
         versions = history.of("llm")
-    # the DCD has no Deployment, so crashwatch clears it with the words it has for that
-    assert verdict(dcd, "Available") == ("", "Unknown", "Reconciling", "no Deployment observed")
+    # the DCD runs a LeaderWorkerSet: cleared in the operator's words for one, its group all Ready
+    assert verdict(dcd, "Available") == ("", "True", "LeaderWorkerSetReady", "LeaderWorkerSet is ready")
     assert stalled(dcd) == ("False", "NoCrashLoop", "no container is crash-looping")
     assert conditions(dcd)["DynamoComponentReady"] == other_condition()
-    assert verdict(dgd) == (
-        "pending",
-        "False",
-        "some_resources_are_not_ready",
-        "Resources not ready: llm-worker: no Deployment observed",
-    )
+    assert verdict(dgd) == ("successful", "True", "all_resources_are_ready", "All resources are ready")
     assert stalled(dgd) == ("False", "NoCrashLoop", "no component is crash-looping")
     assert len(writes) == 4, writes  # failed, then cleared, each on the DCD and the DGD
     assert [line.get("crash_looping", line.get("failed")) for line in lines] == [True, True, False, False]
     assert [s[:3] for s in steps(versions)] == [
         ("pending", "False", "some_resources_are_not_ready"),
         ("failed", "False", "component_crash_looping"),
-        ("pending", "False", "some_resources_are_not_ready"),
+        ("successful", "True", "all_resources_are_ready"),  # its one DCD available again
     ]
 
 
@@ -633,7 +628,7 @@ def test_a_restarted_watcher_holds_a_group_loop_without_a_write_and_clears_it_wh
         # the group comes up: the new watcher clears what the old one reported
         group.ready()
         wait(lambda: not dcd_looping(get_dcd(kube, namespace, "llm-worker")), 5, "the DCD cleared")
-        wait(lambda: verdict(get_dgd(kube, namespace))[0] == "pending", 5, "the DGD cleared")
+        wait(lambda: verdict(get_dgd(kube, namespace))[0] == "successful", 5, "the DGD cleared")
         wait(lambda: len(second.writes()) == 2, 5, "two clearing writes")
         lines = json_lines(second)
     assert [line.get("crash_looping", line.get("failed")) for line in lines][-2:] == [False, False]
