@@ -28,11 +28,11 @@ def test_a_grove_graph_fails_with_no_dcd_and_clears_from_what_grove_reports() ->
     # "no components observed"
     out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
     assert dgd_wants(out) == [("pending", "pods_not_ready", "Resources not ready: VllmWorker: scheduled but ready=1/2")]
-    # Grove reports both ready: crashwatch put pending there, so it says successful when all is ready
-    reported = grove_dgd({"VllmWorker": ("PodClique", 2, 2, 2), "Frontend": ("PodCliqueScalingGroup", 1, 1, 1)})
-    reported["status"]["state"] = "pending"
-    reported["status"]["conditions"][0]["reason"] = "component_crash_looping"  # as if our write were seen
-    out = feed(pipeline, [event("MODIFIED", reported)])
+    # had Grove counted every replica ready when the crash loop ended, the clearing would say successful
+    pipeline = Pipeline()
+    ready = {"VllmWorker": ("PodClique", 2, 2, 2), "Frontend": ("PodCliqueScalingGroup", 1, 1, 1)}
+    feed(pipeline, [event("ADDED", grove_dgd(ready)), event("ADDED", crashing("w-0", pod_labels=None))])
+    out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
     assert dgd_wants(out) == [("successful", "all_resources_are_ready", "All resources are ready")]
 
 
