@@ -190,15 +190,16 @@ class ControlPlane:
         return Kube(self.url, self.certs["ca.crt"], self.certs["admin.crt"], self.certs["admin.key"])
 
     def _start(self, name: str, args: list[str]) -> None:
-        log = open(self.workdir / f"{name}.log", "ab")  # noqa: SIM115 - closed in stop(); appended on a restart
-        self.processes[name] = subprocess.Popen(
-            [str(self.bin / name), *args],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            env={**os.environ, **self.env},
-        )
+        # appended on a restart; the process keeps its own copy of the descriptor, ours is closed at once
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            self.processes[name] = subprocess.Popen(
+                [str(self.bin / name), *args],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env={**os.environ, **self.env},
+            )
 
     def _log_tail(self, name: str, lines: int = 15) -> str:
         path = self.workdir / f"{name}.log"

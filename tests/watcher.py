@@ -28,8 +28,12 @@ class Watcher:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
         )
-        for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err)):
-            threading.Thread(target=self._pump, args=(stream, lines), daemon=True).start()
+        self._pumps = [
+            threading.Thread(target=self._pump, args=(stream, lines), daemon=True)
+            for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))
+        ]
+        for pump in self._pumps:
+            pump.start()
 
     def _pump(self, stream: IO[bytes] | None, lines: list[str]) -> None:
         assert stream is not None
@@ -84,7 +88,11 @@ class Watcher:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-        time.sleep(0.1)
+        for pump in self._pumps:  # the pipes reach their end once the process is gone
+            pump.join(timeout=5)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
         return self.process.returncode
 
     def __enter__(self) -> Watcher:
