@@ -47,6 +47,8 @@ class ServedFake:
         self.call(cancel_the_rest())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(5)
+        assert not self.thread.is_alive(), "the fake API server's loop did not stop"
+        self.loop.close()  # its selector and self-pipe sockets with it
 
 
 @pytest.fixture
