@@ -2,6 +2,7 @@
 
     python -m bench.replay            # the full run: 100,000 events over 10,000 Pods of ~10 KB
     python -m bench.replay --quick    # a small run that checks the benchmark itself still works
+    python -m bench.replay --mixed    # the same log against a mix of Deployment, Grove and LWS graphs
 
 It measures, in one run, the whole replay pipeline (the installed `crashwatch` command, output to
 /dev/null) against the same log decoded by `json.loads` alone and by kubernetes-asyncio's V1Pod
@@ -31,7 +32,17 @@ from typing import Any
 
 import msgspec
 
-from examples.realistic import set_crashing, set_init_crashing, set_running, worker_pod
+from examples.generate import grove_dgd, grove_labels, grove_pod, leader_worker_set, lws_labels, lws_pod
+from examples.realistic import (
+    component_labels,
+    dcd,
+    deployment,
+    dgd,
+    set_crashing,
+    set_init_crashing,
+    set_running,
+    worker_pod,
+)
 from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
@@ -98,6 +109,148 @@ def generate_log(path: Path, events: int, pods: int, churn: bool = False, seed: 
             obj["metadata"]["resourceVersion"] = str(10_000 + n)
             record = {"type": kind, "object": obj, "time": f"2026-11-20T10:{(n // 1000) % 60:02d}:{n % 60:02d}Z"}
             out.write(encode(record))
+            out.write(b"\n")
+    tmp.rename(path)
+
+
+BACKENDS = ("deployment", "grove", "lws")  # graph n runs on BACKENDS[n % 3]
+
+
+def _pod_place(i: int) -> tuple[str, str, str, str, int]:
+    """Where Pod i lives in the mixed log: namespace, graph, backend, component, replica (0-19)."""
+    graph = i // 200
+    return f"team-{graph % 10}", f"graph-{graph}", BACKENDS[graph % 3], f"worker-{(i // 20) % 10}", i % 20
+
+
+def _lws_name(graph: str, component: str) -> str:
+    return f"{graph}-{component}-0"
+
+
+def mixed_pod(i: int) -> dict[str, Any]:
+    """Pod i of the mixed log, realistic (examples/realistic.py) and labelled as its backend makes it: a
+    Deployment's replica, a Grove PodClique's Pod, or the leader (even replicas) or worker of one of the
+    10 two-Pod groups of the component's LeaderWorkerSet."""
+    ns, graph, backend, component, replica = _pod_place(i)
+    node = f"gpu-node-{i % 64:02d}"
+    if backend == "deployment":
+        return worker_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, node=node)
+    if backend == "grove":
+        return grove_pod(ns, graph, component, replica, f"{i:06d}", node)
+    lws = _lws_name(graph, component)
+    return lws_pod(ns, graph, component, lws, replica % 2, 1, "2026-11-20T10:00:00Z", node, group=replica // 2)
+
+
+def mixed_graph_objects(pods: int) -> list[dict[str, Any]]:
+    """The graphs' own objects: a DGD each; for a Deployment graph a DCD and a Deployment per component,
+    for an LWS graph a DCD and a LeaderWorkerSet per component; a Grove graph has only its DGD, whose
+    status.components speaks for its PodCliques."""
+    v = "nvidia.com/v1beta1"
+    out: list[dict[str, Any]] = []
+    components = [f"worker-{c}" for c in range(10)]
+    for first in range(0, pods, 200):
+        ns, graph, backend, _, _ = _pod_place(first)
+        if backend == "grove":
+            out.append(grove_dgd(ns, graph, dict.fromkeys(components, 20), dict.fromkeys(components, 0)))
+            continue
+        out.append(dgd(ns, graph, api_version=v))
+        for component in components:
+            name = f"{graph}-{component}"
+            out.append(dcd(ns, graph, component, name, api_version=v))
+            if backend == "deployment":
+                out.append(deployment(ns, graph, component, name))
+            else:
+                out.append(leader_worker_set(ns, graph, component, _lws_name(graph, component), name, False, 10))
+    return out
+
+
+def _mixed_time(n: int, events: int) -> str:
+    """Event n's arrival time: the log spans an hour, to the millisecond, as `crashwatch record` writes."""
+    ms = n * 3_600_000 // events
+    return f"2026-11-20T{10 + ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}Z"
+
+
+def generate_mixed_log(path: Path, events: int, pods: int, seed: int = 7) -> None:
+    """The default mix over Deployment, Grove and LeaderWorkerSet graphs (a third of the graphs each).
+
+    First the graphs' objects (DGDs; DCDs, Deployments, LeaderWorkerSets), then each Pod ADDED, then
+    updates spread over an hour. Deployment and Grove Pods get the default log's mix (5% crash-loop, each
+    update adding a restart; the rest kubelet noise). 5% of the LWS groups are recreated in a loop, which
+    makes 10% of the updates: a worker's container exits 1 and restarts, LWS deletes the leader, the
+    worker goes with it (terminating, then DELETED), and both are ADDED again with new uids and start;
+    the other LWS Pods flip readiness (a restart would have LWS recreate the group).
+    """
+    rng = random.Random(seed)
+    template = worker_pod("ns", "template", "g", "c")
+    pending = template["status"]
+    running = set_running(template, ready=False)["status"]
+    exited = set_crashing(template, 1)["status"]  # what makes LWS recreate the group
+    noise = [running, set_running(template)["status"], exited, set_running(template, restarts=1)["status"]]
+    group_noise = noise[:2]
+    crash_status: dict[int, dict[str, Any]] = {}
+    objects = [mixed_pod(i) for i in range(pods)]
+    restarts: dict[int, int] = {}
+    looping: dict[int, list[int]] = {}  # leader index -> [step, incarnation]
+    for i in range(pods):
+        backend, replica = _pod_place(i)[2], _pod_place(i)[4]
+        if backend != "lws" and rng.random() < 0.05:
+            restarts[i] = 1
+        elif backend == "lws" and replica % 2 == 0 and rng.random() < 0.05:
+            looping[i] = [7, 1]  # ADDED Pending: next they start
+    leaders = sorted(looping)
+    graph_objects = mixed_graph_objects(pods)
+    encode = msgspec.json.Encoder().encode
+    tmp = path.with_suffix(".tmp")
+
+    def recreation_step(leader: int, n: int) -> tuple[str, dict[str, Any]]:
+        """The next event of a looping group's life; step 5 makes its next incarnation."""
+        state = looping[leader]
+        step = state[0]
+        state[0] = (step + 1) % 9
+        pod = objects[leader + (step in (0, 2, 3, 6, 8))]  # the worker is the Pod after its leader
+        meta = pod["metadata"]
+        if step == 0:
+            pod["status"] = exited
+        elif step in (1, 2):
+            meta["deletionTimestamp"] = _mixed_time(n, events)
+        elif step in (3, 4):
+            return "DELETED", pod
+        elif step in (5, 6):
+            if step == 5:
+                state[1] += 1
+            meta.pop("deletionTimestamp", None)
+            meta["uid"] = f"{meta['name']}-{state[1]}"
+            pod["status"] = pending
+            return "ADDED", pod
+        else:
+            pod["status"] = running
+        return "MODIFIED", pod
+
+    with open(tmp, "wb") as out:
+        for n in range(events):
+            if n < len(graph_objects):
+                kind, obj = "ADDED", graph_objects[n]
+            elif n < len(graph_objects) + pods:
+                kind, obj = "ADDED", objects[n - len(graph_objects)]
+            elif leaders and rng.random() < 0.10:
+                kind, obj = recreation_step(leaders[rng.randrange(len(leaders))], n)
+            else:
+                index = rng.randrange(pods)
+                kind, obj = "MODIFIED", objects[index]
+                leader = index - _pod_place(index)[4] % 2
+                if leader in looping:
+                    kind, obj = recreation_step(leader, n)
+                elif index in restarts:
+                    restarts[index] += 1
+                    count = restarts[index]
+                    if count not in crash_status:
+                        crash_status[count] = set_crashing(template, count)["status"]
+                    obj["status"] = crash_status[count]
+                elif _pod_place(index)[2] == "lws":
+                    obj["status"] = group_noise[rng.randrange(2)]
+                else:
+                    obj["status"] = noise[rng.randrange(len(noise))]
+            obj["metadata"]["resourceVersion"] = str(10_000 + n)
+            out.write(encode({"type": kind, "object": obj, "time": _mixed_time(n, events)}))
             out.write(b"\n")
     tmp.rename(path)
 
@@ -264,21 +417,25 @@ def memory_per_pod(pods: int) -> tuple[float, float]:
     return held / pods, gc_ms
 
 
-def remembered_per_pod(pods: int) -> float:
+def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float:
     """Bytes per Pod that a parallel replay's main process holds on top of the filter and the aggregator:
-    the encoded view it last passed on for each Pod (crashwatch.parallel), measured as a replay builds it."""
+    the encoded view it last passed on for each Pod (crashwatch.parallel), measured as a replay builds it.
+    `held`: the Pods (their last events), else `pods` of the default layout."""
     from crashwatch.parallel import ParallelDecoder, _encode, _pod_key, _PodLine
     from pipeline.views import pod_view
 
+    if held is None:
+        held = []
+        for i in range(pods):
+            ns = f"team-{(i // 2000) % 10}"
+            graph, component = f"graph-{i // 2000}", f"worker-{i // 20}"
+            held.append(small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}"))
     decode = msgspec.msgpack.Decoder(list[_PodLine]).decode
     batches: list[bytes] = []
     batch: list[_PodLine] = []
-    for i in range(pods):
-        ns = f"team-{(i // 2000) % 10}"
-        graph, component = f"graph-{i // 2000}", f"worker-{i // 20}"
-        pod = small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}")
+    for pod in held:
         view = msgspec.Raw(_encode(pod_view(pod.object)))  # type: ignore[arg-type]
-        key = _pod_key(ns, pod.object.metadata.name)  # type: ignore[union-attr]
+        key = _pod_key(pod.object.metadata.namespace, pod.object.metadata.name)  # type: ignore[union-attr]
         batch.append(_PodLine(key, "ADDED", view, msgspec.Raw(_encode(None))))
         if len(batch) == 500:
             batches.append(_encode(batch))
@@ -295,6 +452,237 @@ def remembered_per_pod(pods: int) -> float:
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
     return held / pods
+
+
+_READY = {"type": "Ready", "status": "True"}
+_NOT_READY = {"type": "Ready", "status": "False"}
+_RUNNING = [{"name": "main", "restartCount": 0, "state": {"running": {}}}]
+_EXITED = [  # restarted once after exit 1: what makes LWS recreate a group
+    {
+        "name": "main",
+        "restartCount": 1,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
+    }
+]
+
+
+def mixed_small_events(pods: int, looping: float = 0.05, seed: int = 7) -> tuple[list[WatchEvent], list[WatchEvent]]:
+    """The mixed log's Pods as small events (their labels and status, no spec): every Pod ADDED Running and
+    Ready with its backend's labels, except the groups that loop (5% of the LWS groups), which get there
+    after two recreations a minute apart, each after their worker exited 1, and are not Ready: their
+    histories hold a streak and a finding, and their components a verdict. Returns every event, and the
+    last event of each Pod still held."""
+    rng = random.Random(seed)
+
+    def raw(kind: str, i: int, ready: bool, uid: str, containers: list[Any], time: str) -> WatchEvent:
+        ns, graph, backend, component, replica = _pod_place(i)
+        if backend == "deployment":
+            name = f"{graph}-{component}-{i:06d}"
+            labels = component_labels(graph, component)
+            labels["pod-template-hash"] = "6d9f7c8b5"
+        elif backend == "grove":
+            name = f"{graph}-0-{component}-{i:06d}"
+            labels = grove_labels(graph, component, replica)
+        else:
+            lws, group = _lws_name(graph, component), replica // 2
+            name = f"{lws}-{group}" if replica % 2 == 0 else f"{lws}-{group}-1"
+            labels = lws_labels(ns, graph, component, lws, group, replica % 2)
+        obj = {
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "uid": uid or f"{name}-1", "labels": labels},
+            "status": {
+                "phase": "Running",
+                "conditions": [_READY if ready else _NOT_READY],
+                "containerStatuses": containers,
+            },
+        }
+        return msgspec.convert({"type": kind, "object": obj, "time": time}, WatchEvent)
+
+    events: list[WatchEvent] = []
+    held: dict[int, WatchEvent] = {}
+    for i in range(pods):
+        backend, replica = _pod_place(i)[2], _pod_place(i)[4]
+        if backend == "lws" and replica % 2 == 0 and rng.random() < looping:
+            for incarnation in (1, 2, 3):
+                at = f"2026-11-20T10:0{incarnation}:00Z"
+                uid = f"uid-{i}-{incarnation}"
+                leader = raw("ADDED", i, False, uid, _RUNNING, at)
+                worker = raw("ADDED", i + 1, False, f"w{uid}", _RUNNING, at)
+                events += [leader, worker]
+                held[i], held[i + 1] = leader, worker
+                if incarnation < 3:
+                    events.append(raw("MODIFIED", i + 1, False, f"w{uid}", _EXITED, at))
+                    events += [WatchEvent("DELETED", worker.object), WatchEvent("DELETED", leader.object)]
+        elif i not in held:
+            held[i] = raw("ADDED", i, True, "", _RUNNING, "2026-11-20T10:00:00Z")
+            events.append(held[i])
+    return events, [held[i] for i in range(pods)]
+
+
+def mixed_memory_per_pod(pods: int) -> tuple[float, float, int, int]:
+    """Bytes held per tracked Pod of the mixed layout (filter and aggregator together, the group
+    histories included), a full GC pass's time in ms, the groups remembered, the components crash-looping."""
+    events, _ = mixed_small_events(pods)
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    pipeline = Pipeline()
+    f, a = pipeline.filter, pipeline.aggregator
+    for ev in events:
+        change = f.observe(ev)
+        if change is not None:
+            a.apply(change)
+    held = tracemalloc.get_traced_memory()[0] - base
+    tracemalloc.stop()
+    start = time.perf_counter()
+    gc.collect()
+    gc_ms = (time.perf_counter() - start) * 1000
+    assert len(a.pods) == pods and len(f) == pods
+    return held / pods, gc_ms, len(a._groups), len(a.verdicts())
+
+
+def _verdict_counts(log: Path) -> tuple[int, int, int]:
+    """The mixed log's verdict lines: component lines, of which LWS group loops, and graph lines."""
+    result = subprocess.run(
+        [*crashwatch_command(), "replay", "-o", "json", "--no-progress", str(log)],
+        capture_output=True,
+        check=True,
+    )
+    lines = [json.loads(line) for line in result.stdout.splitlines()]
+    components = [line for line in lines if line["kind"] == "component"]
+    return len(components), sum(1 for line in components if "lws" in line), len(lines) - len(components)
+
+
+def pipeline_split(log: Path, rounds: int) -> tuple[float, float, float, int, int]:
+    """CPU seconds, in this process, of the record decoder alone, the event filter alone, and the filter
+    and aggregator together over the whole log (best of rounds); the events the filter let through, and
+    of those the LeaderWorkerSet group Pods' that changed no verdict and no status."""
+    from pipeline.views import PodView
+    from stream.decode import decode_event
+
+    with open(log, "rb") as f:
+        lines = f.read().splitlines()
+    decode = filtering = both = math.inf
+    passed = idle_group = 0
+    for _ in range(rounds):
+        gc.collect()
+        start = time.process_time()
+        decoded = [decode_event(line) for line in lines]
+        decode = min(decode, time.process_time() - start)
+        start = time.process_time()
+        only = EventFilter()
+        for event in decoded:
+            only.observe(event)
+        filtering = min(filtering, time.process_time() - start)
+        pipeline = Pipeline()
+        observe, apply = pipeline.filter.observe, pipeline.aggregator.apply
+        start = time.process_time()
+        for event in decoded:
+            change = observe(event)
+            if change is not None:
+                apply(change)
+        both = min(both, time.process_time() - start)
+        del decoded
+    # once more, counting: which updates reach the aggregator, and which of them change nothing
+    aggregator = Pipeline().aggregator
+    only = EventFilter()
+    for line in lines:
+        change = only.observe(decode_event(line))
+        if change is None:
+            continue
+        passed += 1
+        if not aggregator.apply(change) and isinstance(change.view, PodView) and change.view.group is not None:
+            idle_group += 1
+    return decode, filtering, both, passed, idle_group
+
+
+def mixed_benchmark(events: int, pods: int, rounds: int, memory_sizes: tuple[int, ...]) -> None:
+    """The default log and the mixed one, measured in turn in the same run, and memory per tracked Pod."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    plain = CACHE / f"replay-v3-{events}-{pods}.jsonl"
+    mixed = CACHE / f"replay-mixed-v1-{events}-{pods}.jsonl"
+    for path, make in ((plain, generate_log), (mixed, generate_mixed_log)):
+        if not path.exists():
+            print(f"generating {path} ({events:,} events over {pods:,} Pods) ...", file=sys.stderr)
+            make(path, events, pods)
+    print(
+        f"# crashwatch replay benchmark, mixed backends ({platform.python_implementation()} "
+        f"{platform.python_version()}, {os.cpu_count()} cores)\n"
+    )
+    for name, path in (("default log", plain), ("mixed log", mixed)):
+        size = path.stat().st_size
+        print(
+            f"{name}: {events:,} events over {pods:,} Pods, {size / 1e6:,.0f} MB "
+            f"({size / events / 1000:.1f} KB per event)"
+        )
+    time_json_loads(plain)  # warm the page cache for both
+    time_json_loads(mixed)
+    runs: dict[str, list[tuple[float, float]]] = {key: [] for key in ("plain", "mixed", "plain1", "mixed1")}
+    loads: dict[str, list[float]] = {"plain": [], "mixed": []}
+    for _ in range(rounds):  # taken in turn, so that the ratios compare runs made at the same time
+        runs["plain"].append(time_pipeline(plain))
+        runs["mixed"].append(time_pipeline(mixed))
+        runs["plain1"].append(time_pipeline(plain, jobs=1))
+        runs["mixed1"].append(time_pipeline(mixed, jobs=1))
+        loads["plain"].append(time_json_loads(plain))
+        loads["mixed"].append(time_json_loads(mixed))
+    best = {key: min(values) for key, values in runs.items()}
+    print(f"\n(best of {rounds} rounds; the whole CLI took, default log / mixed log:")
+    for key, label in (("plain", "default"), ("plain1", "-j 1")):
+        mine, theirs = runs[key], runs[key.replace("plain", "mixed")]
+        print(f"  {label}: " + ", ".join(f"{a[0]:.2f} / {b[0]:.2f}" for a, b in zip(mine, theirs, strict=True)) + " s")
+    print(
+        "  json.loads: "
+        + ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(loads["plain"], loads["mixed"], strict=True))
+        + " s)\n"
+    )
+    cpus = os.cpu_count()
+    print("| what | default log | mixed log | mixed / default, events/s |")
+    print("|---|---|---|---|")
+    for key, label in (("plain", f"whole CLI, by default ({cpus} decoding processes)"), ("plain1", "whole CLI, -j 1")):
+        (pw, pc), (mw, mc) = best[key], best[key.replace("plain", "mixed")]
+        print(
+            f"| {label} | {pw:.2f} s ({events / pw:,.0f} events/s, CPU {pc:.2f} s) | "
+            f"{mw:.2f} s ({events / mw:,.0f} events/s, CPU {mc:.2f} s) | {pw / mw:.2f} |"
+        )
+    lp, lm = min(loads["plain"]), min(loads["mixed"])
+    print(
+        f"| json.loads alone | {lp:.2f} s ({events / lp:,.0f} events/s) | "
+        f"{lm:.2f} s ({events / lm:,.0f} events/s) | {lp / lm:.2f} |"
+    )
+    print(
+        f"| pipeline faster than json.loads by | "
+        f"{lp / best['plain'][0]:.1f}x (one process: {lp / best['plain1'][0]:.1f}x) | "
+        f"{lm / best['mixed'][0]:.1f}x (one process: {lm / best['mixed1'][0]:.1f}x) | - |"
+    )
+    print(
+        "\n| in this process, CPU for the whole log | decode | filter | filter + aggregator | events let through "
+        "(of them LWS group Pods' with no output) |"
+    )
+    print("|---|---|---|---|---|")
+    for name, path in (("default log", plain), ("mixed log", mixed)):
+        dec, fil, agg, passed, idle = pipeline_split(path, rounds)
+        print(f"| {name} | {dec:.2f} s | {fil:.2f} s | {agg:.2f} s | {passed:,} ({idle:,}) |")
+    components, loops, graphs = _verdict_counts(mixed)
+    print(
+        f"\nthe mixed log's verdict lines: {components:,} component lines ({loops:,} of them LWS group loops), "
+        f"{graphs:,} graph lines"
+    )
+
+    print(
+        "\n| tracked Pods | default layout: bytes per Pod | mixed: bytes per Pod (groups, components crash-looping) "
+        "| full GC pass, mixed | a parallel replay remembers in addition, default / mixed |"
+    )
+    print("|---|---|---|---|---|")
+    for n in memory_sizes:
+        plain_bytes, _ = memory_per_pod(n)
+        mixed_bytes, gc_ms, groups, looping = mixed_memory_per_pod(n)
+        _, held = mixed_small_events(n)
+        print(
+            f"| {n:,} | {plain_bytes:,.0f} B | {mixed_bytes:,.0f} B ({groups:,}, {looping:,}) | {gc_ms:.1f} ms | "
+            f"{remembered_per_pod(n):,.0f} / {remembered_per_pod(n, held):,.0f} B |"
+        )
 
 
 def lookup_times(unrelated: int) -> tuple[float, float, float]:
@@ -354,6 +742,11 @@ def main() -> None:
     parser.add_argument(
         "--aggregator", action="store_true", help="only the aggregator's time per Pod and memory per Pod (a minute)"
     )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="the default log against a mix of Deployment, Grove and LeaderWorkerSet graphs, and memory per Pod",
+    )
     args = parser.parse_args()
     if args.aggregator:
         aggregator_tables((10_000, 100_000) if not args.quick else (1_000,))
@@ -361,6 +754,11 @@ def main() -> None:
     if args.quick:
         args.events, args.pods, args.k8s_sample, args.rounds = 2_000, 200, 100, 1
     memory_sizes = (1_000, 2_000) if args.quick else (10_000, 100_000)
+    if args.mixed:
+        if args.quick:  # three graphs at least: one per backend
+            args.events, args.pods = 4_000, 600
+        mixed_benchmark(args.events, args.pods, args.rounds, memory_sizes)
+        return
     lookup_sizes = (100, 1_000) if args.quick else (1_000, 10_000, 100_000)
 
     CACHE.mkdir(parents=True, exist_ok=True)

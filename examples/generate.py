@@ -184,15 +184,10 @@ def _recorded(events: list[tuple[int, str, dict[str, Any]]], first_rv: int) -> l
     return out
 
 
-def grove_pod(namespace: str, graph: str, component: str, index: int, suffix: str, node: str) -> dict[str, Any]:
-    """A Pod of a Grove-backed component, as Grove makes it for a DGD: one PodCliqueSet per graph, the
-    component's PodClique `<dgd>-0-<component>` (replica 0), the Pod `<clique>-<suffix>`; Dynamo's labels
-    come from the clique template, Grove's own go on top (managed-by, part-of the PodCliqueSet, the
-    clique, the PodGang)."""
+def grove_labels(graph: str, component: str, index: int) -> dict[str, str]:
+    """The labels of a Grove-backed component's Pod, sorted as the API server sends them: Dynamo's from
+    the clique template, Grove's own on top (managed-by, part-of the PodCliqueSet, the clique, the PodGang)."""
     clique = f"{graph}-0-{component.lower()}"
-    name = f"{clique}-{suffix}"
-    pod = worker_pod(namespace, name, graph, component, node=node)
-    meta = pod["metadata"]
     labels = component_labels(graph, component)
     labels.update(
         {
@@ -207,7 +202,17 @@ def grove_pod(namespace: str, graph: str, component: str, index: int, suffix: st
             f"{GROVE_GROUP}/pod-template-hash": "8c5d7f9b6",
         }
     )
-    meta["labels"] = dict(sorted(labels.items()))  # the API server sends map keys sorted
+    return dict(sorted(labels.items()))
+
+
+def grove_pod(namespace: str, graph: str, component: str, index: int, suffix: str, node: str) -> dict[str, Any]:
+    """A Pod of a Grove-backed component, as Grove makes it for a DGD: one PodCliqueSet per graph, the
+    component's PodClique `<dgd>-0-<component>` (replica 0), the Pod `<clique>-<suffix>`."""
+    clique = f"{graph}-0-{component.lower()}"
+    name = f"{clique}-{suffix}"
+    pod = worker_pod(namespace, name, graph, component, node=node)
+    meta = pod["metadata"]
+    meta["labels"] = grove_labels(graph, component, index)
     meta["generateName"] = f"{clique}-"
     meta["annotations"]["nvidia.com/deployment-hash"] = "8c5d7f9b6"
     meta["ownerReferences"] = [
@@ -323,25 +328,11 @@ def grove_crash_loop() -> list[dict[str, Any]]:
     return _recorded(events, 51_200)
 
 
-def lws_pod(
-    namespace: str,
-    graph: str,
-    component: str,
-    lws: str,
-    worker: int,
-    incarnation: int,
-    created: str,
-    node: str,
-    size: int = 2,
-) -> dict[str, Any]:
-    """A Pod of group 0 of a LeaderWorkerSet, as LWS makes it: the leader `<lws>-0` (owned by the
-    StatefulSet `<lws>`), the worker `<lws>-0-<worker>` (owned by the StatefulSet `<lws>-0`, which the
-    leader owns). Names stay when LWS recreates the group; uids do not (one per incarnation)."""
-    group = 0
+def lws_labels(namespace: str, graph: str, component: str, lws: str, group: int, worker: int) -> dict[str, str]:
+    """The labels of a Pod of a LeaderWorkerSet group, sorted as the API server sends them: Dynamo's from
+    the templates, LWS's own, and its StatefulSet's."""
     name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
     owner = lws if worker == 0 else f"{lws}-{group}"
-    pod = worker_pod(namespace, name, graph, component, node=node)
-    meta = pod["metadata"]
     labels = component_labels(graph, component)
     labels.update(
         {
@@ -355,7 +346,29 @@ def lws_pod(
             "statefulset.kubernetes.io/pod-name": name,
         }
     )
-    meta["labels"] = dict(sorted(labels.items()))
+    return dict(sorted(labels.items()))
+
+
+def lws_pod(
+    namespace: str,
+    graph: str,
+    component: str,
+    lws: str,
+    worker: int,
+    incarnation: int,
+    created: str,
+    node: str,
+    size: int = 2,
+    group: int = 0,
+) -> dict[str, Any]:
+    """A Pod of a LeaderWorkerSet group, as LWS makes it: the leader `<lws>-<group>` (owned by the
+    StatefulSet `<lws>`), a worker `<lws>-<group>-<worker>` (owned by the StatefulSet `<lws>-<group>`,
+    which the leader owns). Names stay when LWS recreates the group; uids do not (one per incarnation)."""
+    name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
+    owner = lws if worker == 0 else f"{lws}-{group}"
+    pod = worker_pod(namespace, name, graph, component, node=node)
+    meta = pod["metadata"]
+    meta["labels"] = lws_labels(namespace, graph, component, lws, group, worker)
     del meta["generateName"]
     meta["uid"] = uid(namespace, name, f"incarnation-{incarnation}")
     meta["creationTimestamp"] = created
@@ -378,9 +391,9 @@ def lws_pod(
 
 
 def leader_worker_set(
-    namespace: str, graph: str, component: str, name: str, owner_dcd: str, ready: bool
+    namespace: str, graph: str, component: str, name: str, owner_dcd: str, ready: bool, groups: int = 1
 ) -> dict[str, Any]:
-    """The LeaderWorkerSet the operator makes for a multinode DCD: one group of a leader and a worker."""
+    """The LeaderWorkerSet the operator makes for a multinode DCD: `groups` groups of a leader and a worker."""
     labels = {"nvidia.com/dynamo-graph-deployment-name": graph, "nvidia.com/dynamo-component": component}
     template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "main", "image": "x"}]}}
     return {
@@ -405,7 +418,7 @@ def leader_worker_set(
             ],
         },
         "spec": {
-            "replicas": 1,
+            "replicas": groups,
             "startupPolicy": "LeaderCreated",
             "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1}},
             "leaderWorkerTemplate": {
@@ -416,9 +429,9 @@ def leader_worker_set(
             },
         },
         "status": {
-            "replicas": 1,
-            "readyReplicas": 1 if ready else 0,
-            "updatedReplicas": 1,
+            "replicas": groups,
+            "readyReplicas": groups if ready else 0,
+            "updatedReplicas": groups,
             "hpaPodSelector": f"{LWS_GROUP}/name={name},{LWS_GROUP}/worker-index=0",
             "conditions": [
                 {
