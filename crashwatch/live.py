@@ -47,6 +47,7 @@ from stream.resources import (
     DEPLOYMENTS,
     LEADERWORKERSETS,
     PODS,
+    NotAnApiServer,
     Resource,
     discover_dynamo,
     dynamo_resources,
@@ -188,7 +189,11 @@ async def _watch(
     version: str | None = None
     lws = False
     with anyio.move_on_after(deadline - anyio.current_time()) as discovering:
-        version = await _discover(client, options, log)
+        try:
+            version = await _discover(client, options, log)
+        except NotAnApiServer as strange:
+            log(str(strange))
+            return exitcodes.UNAVAILABLE
         try:
             lws = await served(client, LEADERWORKERSETS, options.watch.request_timeout)
         except ApiError as error:  # Pods are still diagnosed; only scale-downs and LWS's own verdict are missed

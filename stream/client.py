@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+import yaml
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -79,6 +81,26 @@ class Backoff:
         self.failures = 0
 
 
+def _check_kubeconfig(file: str) -> None:
+    """Say in one line what is wrong with a kubeconfig that is empty or no YAML mapping at all, before the
+    client library trips over it with a message about its own internals."""
+    try:
+        text = Path(file).expanduser().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"kubeconfig {file}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        raise ConfigError(f"kubeconfig {file}: not YAML{at}: {problem}") from None
+    if document is None:
+        raise ConfigError(f"kubeconfig {file}: is empty")
+    if not isinstance(document, dict):
+        raise ConfigError(f"kubeconfig {file}: not a kubeconfig (a YAML mapping with clusters, users, contexts)")
+
+
 class KubeClient:
     """One API server, its credentials, and an aiohttp session with its TLS settings."""
 
@@ -117,6 +139,8 @@ class KubeClient:
                 files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]  # noqa: ASYNC240
                 if not files:
                     raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
+                for file in files:
+                    _check_kubeconfig(file)
                 if context is not None:
                     contexts, _ = config.list_kube_config_contexts(path)
                     names = [c.get("name") for c in contexts or []]
@@ -135,7 +159,13 @@ class KubeClient:
         except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
             where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
             raise ConfigError(f"{where}: {str(exc) or type(exc).__name__}") from None
-        return cls(client.ApiClient(configuration), namespace, source)
+        try:
+            api = client.ApiClient(configuration)  # builds the TLS context: reads the CA and client certificate
+        except (ssl.SSLError, OSError) as exc:
+            certificates = ", ".join(f for f in (configuration.ssl_ca_cert, configuration.cert_file) if f)
+            why = getattr(exc, "reason", None) or exc.strerror or exc
+            raise ConfigError(f"{source}: its certificates ({certificates}) cannot be used: {why}") from None
+        return cls(api, namespace, source)
 
     async def close(self) -> None:
         await self._api.close()

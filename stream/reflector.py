@@ -42,6 +42,9 @@ class WatchSettings:
     max_watch_seconds: int = 360
     initial_backoff: float = 0.5
     max_backoff: float = 30.0
+    # a watch event longer than this ends the watch (retried with backoff) instead of being held: a few
+    # MB above the API server's largest object (its request limit is 3 MiB, etcd's 1.5 MiB)
+    max_event_bytes: int = 16 << 20
 
 
 class Gone(Exception):
@@ -268,7 +271,10 @@ class Reflector:
         self.watches += 1
         try:
             async with self.client.stream(self.resource.path(self.namespace), query) as content:
-                rest = b""
+                # the start of a line still coming, in the pieces it came in: joined once, when its
+                # newline arrives, so a long line costs its length and not its length squared
+                pieces: list[bytes] = []
+                pending = 0
                 while True:
                     chunk = b""
                     with anyio.move_on_after(settings.idle_timeout) as idle:
@@ -277,11 +283,21 @@ class Reflector:
                         raise _Retry(f"nothing received for {settings.idle_timeout:g}s, the watch looks stuck")
                     if not chunk:
                         return received  # the server ended the watch
-                    data = rest + chunk if rest else chunk
+                    end = chunk.rfind(b"\n")
+                    if end < 0:
+                        pieces.append(chunk)
+                        pending += len(chunk)
+                        if pending > settings.max_event_bytes:
+                            raise _Retry(self._too_long(pending))
+                        continue
+                    data = b"".join((*pieces, chunk[:end])) if pieces else chunk[:end]
+                    pieces = [chunk[end + 1 :]] if end + 1 < len(chunk) else []
+                    pending = len(chunk) - end - 1
                     lines = data.split(b"\n")
-                    rest = lines.pop()
-                    if lines:
-                        received = await self._hand_on_lines(lines) or received
+                    longest = max(map(len, lines))
+                    if longest > settings.max_event_bytes:
+                        raise _Retry(self._too_long(longest))
+                    received = await self._hand_on_lines(lines) or received
         except ApiError as exc:
             self._check(exc)
         except (OSError, TimeoutError) as exc:
@@ -291,6 +307,12 @@ class Reflector:
                 raise _Retry(f"connection lost: {exc or type(exc).__name__}") from None
             raise
         return received
+
+    def _too_long(self, size: int) -> str:
+        return (
+            f"a watch event longer than {self.settings.max_event_bytes:,} bytes ({size:,} so far): "
+            "the server sends something that is no Kubernetes object"
+        )
 
     async def _hand_on_lines(self, lines: list[bytes]) -> bool:
         time = self.clock()

@@ -125,6 +125,24 @@ class _APIResource(msgspec.Struct):
     name: str
 
 
+class NotAnApiServer(Exception):
+    """The server answered an API discovery request with something that is not JSON (an HTML login page,
+    a proxy's error page): it is not the Kubernetes API server the configuration means."""
+
+
+def _resource_names(client: KubeClient, path: str, body: bytes) -> set[str]:
+    try:
+        return {r.name for r in msgspec.json.decode(body, type=_ResourceList).resources}
+    except msgspec.ValidationError:
+        return set()  # JSON, but no APIResourceList: nothing of ours is served there
+    except msgspec.DecodeError:
+        start = body[:60].decode("utf-8", "replace").strip()
+        raise NotAnApiServer(
+            f"{client.server} answered {path} with something that is not JSON ({start!r}...): "
+            "is it a Kubernetes API server?"
+        ) from None
+
+
 async def discover_dynamo(client: KubeClient, timeout: float = 30.0) -> str | None:
     """The served version of the Dynamo CRDs that serves both DCDs and DGDs (v1beta1 first), or None."""
     for version in DYNAMO_VERSIONS:
@@ -134,10 +152,7 @@ async def discover_dynamo(client: KubeClient, timeout: float = 30.0) -> str | No
             if exc.status == 404:
                 continue
             raise
-        try:
-            names = {r.name for r in msgspec.json.decode(response.body, type=_ResourceList).resources}
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            continue
+        names = _resource_names(client, f"/apis/{DYNAMO_GROUP}/{version}", response.body)
         if {DCD_PLURAL, DGD_PLURAL} <= names:
             return version
     return None
@@ -145,14 +160,11 @@ async def discover_dynamo(client: KubeClient, timeout: float = 30.0) -> str | No
 
 async def served(client: KubeClient, resource: Resource, timeout: float = 30.0) -> bool:
     """Whether the cluster serves this resource (its CRD installed); absent is not an error."""
+    path = f"/apis/{resource.group}/{resource.version}"
     try:
-        response = await client.request("GET", f"/apis/{resource.group}/{resource.version}", timeout=timeout)
+        response = await client.request("GET", path, timeout=timeout)
     except ApiError as exc:
         if exc.status == 404:
             return False
         raise
-    try:
-        names = {r.name for r in msgspec.json.decode(response.body, type=_ResourceList).resources}
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return False
-    return resource.plural in names
+    return resource.plural in _resource_names(client, path, response.body)

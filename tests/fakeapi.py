@@ -37,7 +37,8 @@ class Fault:
     kind: "status" (an HTTP error), "cut" (a watch that sends `after` events then drops the connection),
     "garbage" (a watch that sends `after` events then a malformed line), "silent" (a watch that sends
     `after` events then nothing, connection open), "gone" (a watch that sends an ERROR 410 event),
-    "delay" (answer normally after `seconds`).
+    "delay" (answer normally after `seconds`), "endless" (a watch that sends `after` events then one line
+    that never ends, 64 KiB at a time, until the client goes or the server stops).
     """
 
     kind: str
@@ -62,6 +63,7 @@ class FakeApi:
         self.objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {p: {} for _, p in RESOURCES}
         self.history: dict[str, list[tuple[int, str, dict[str, Any]]]] = {p: [] for _, p in RESOURCES}
         self.compacted = 0  # watches from before this resourceVersion get 410
+        self.endless_bytes = 0  # how much of an endless line ("endless" fault) was sent
         self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get"
         self.requests: list[Request] = []
         self.serve_dynamo = True
@@ -322,6 +324,16 @@ class FakeApi:
             transport = request.transport
             if transport is not None:
                 transport.abort()
+        elif fault.kind == "endless":
+            await response.write(b'{"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {"name": "')
+            piece = b"a" * (64 << 10)
+            self.endless_bytes = 0
+            try:
+                while not self._stopping.is_set():
+                    await response.write(piece)
+                    self.endless_bytes += len(piece)
+            except (ConnectionError, RuntimeError):  # the client has gone
+                pass
         return response
 
     async def _get(self, plural: str, namespace: str, name: str) -> web.StreamResponse:
