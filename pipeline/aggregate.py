@@ -21,6 +21,7 @@ from pipeline.filter import ObjectKey, ObjectUpdate
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
 from pipeline.groups import (
     DEFAULT_WINDOW,
+    MIN_RECREATIONS,
     GroupHistory,
     GroupKey,
     budget_finding,
@@ -232,7 +233,17 @@ class Aggregator:
                 if target.looping is _EMPTY:
                     target.looping = set()
                 target.looping.add(key)
-        touched = [c for c in (old_component, new_component) if c is not None]
+        if (
+            old is not None
+            and new is not None
+            and old.group is not None
+            and (old.finding, old.component, old.uid, old.labels) == (new.finding, new.component, new.uid, new.labels)
+        ):
+            # only what the group rule reads changed (a group Pod's readiness, most often): its component
+            # needs a second look only if the group's verdict can have changed
+            touched = []
+        else:
+            touched = [c for c in (old_component, new_component) if c is not None]
         if (old is not None and old.group is not None) or (new is not None and new.group is not None):
             touched += self._observe_group(key, old, new, time)
         touched = list(dict.fromkeys(touched))
@@ -265,9 +276,23 @@ class Aggregator:
                     touched.append(history.component)
                 history.component = new.component
                 self._groups_of.add(new.component, group_key)
+            before = (history.streak, history.ready)
             history.observe(name, new.uid, new_group, seconds(time), self.group_window)
-            touched.append(new.component)
+            if history.streak != before[0] or (history.ready != before[1] and self._group_matters(group_key)):
+                touched.append(new.component)
         return touched
+
+    def _group_matters(self, group_key: GroupKey) -> bool:
+        """Whether the group's readiness can decide its component's verdict: it is on a streak, its LWS
+        says it failed, or the component reports a group loop (a held one among them)."""
+        history = self._groups[group_key]
+        if history.streak >= MIN_RECREATIONS:
+            return True
+        lws = self.lws.get((group_key[0], group_key[1]))
+        if lws is not None and lws.failed is not None:
+            return True
+        state = self._components.get(history.component) if history.component is not None else None
+        return state is not None and state.reported is not None and bool(state.reported.text)
 
     def _forget_group_if_idle(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
         """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember."""
