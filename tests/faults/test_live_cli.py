@@ -6,6 +6,7 @@ import asyncio
 import signal
 import socket
 import threading
+import time
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -254,3 +255,29 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
     assert b"usage: crashwatch" in result.stderr
+
+
+def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake: ServedFake, tmp_path: Path) -> None:
+    """A server that streams one line for ever: the watch ends once the line passes the limit (said on
+    stderr, retried with backoff), memory stays bounded, and a SIGTERM stops the command within its
+    grace period, however the stream goes on."""
+    fake.do(fake.api.fault, "watch pods", Fault("endless"), Fault("endless"), Fault("endless"))
+    with Watcher("tail", "--grace-period", "2", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))  # the watch has something to send: the endless line
+        w.wait_for(lambda: "watch event longer than" in w.stderr(), timeout=60, what="the limit said")
+        rss = _rss_kib(w.process.pid)
+        assert rss < 400 * 1024, f"{rss} KiB held"  # the limit is 16 MiB; a line is never held twice
+        w.process.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        code = w.process.wait(timeout=10)
+        assert code == 0 and time.monotonic() - started < 4
+    assert "Traceback" not in w.stderr()
+    assert fake.api.endless_bytes >= 16 << 20
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):  # the peak
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
