@@ -13,9 +13,13 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from crashwatch import __version__, exitcodes
 from crashwatch.errors import leaves
+
+if TYPE_CHECKING:
+    from crashwatch.leader import LeaderSettings
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -48,6 +52,9 @@ examples:
 
   # one namespace, through a given kubeconfig and context
   crashwatch run -n dynamo --kubeconfig ~/.kube/prod --context prod-east
+
+  # one of several replicas: only the holder of the Lease crashwatch/crashwatch writes status
+  crashwatch run -A --leader-elect --leader-election-namespace crashwatch
 
 what it writes (docs/status.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
 state failed with Ready reason component_crash_looping, and on both the kstatus condition Stalled=True
@@ -172,6 +179,62 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
     )
 
 
+def _leader_options(parser: argparse.ArgumentParser) -> None:
+    """`run` only: leader election on a Lease, off unless asked for (docs/cli.md says why)."""
+    group = parser.add_argument_group("leader election (several replicas; only the leader writes status)")
+    group.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="write status only while holding the Lease (default: off; k8s/watcher turns it on); every "
+        "replica still watches and diagnoses",
+    )
+    group.add_argument(
+        "--leader-election-id", default="crashwatch", metavar="NAME", help="the Lease's name (default: crashwatch)"
+    )
+    group.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="the Lease's namespace (default: in a cluster the Pod's, else the kubeconfig context's)",
+    )
+    for flag, default, what in (
+        ("lease-duration", 15.0, "how long the others wait, from the last renewal they saw, before taking over"),
+        ("renew-deadline", 10.0, "the leader stops writing when it could not renew for this long"),
+        ("retry-period", 2.0, "between renewals, and between a candidate's tries"),
+    ):
+        group.add_argument(
+            f"--leader-elect-{flag}",
+            type=_duration,
+            default=default,
+            metavar="DURATION",
+            help=f"{what} (default: {default:g}s)",
+        )
+
+
+def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LeaderSettings | None:
+    """The LeaderSettings `run` asked for (None without --leader-elect); client-go's constraints hold."""
+    if not getattr(args, "leader_elect", False):
+        return None
+    from crashwatch.leader import JITTER, LeaderSettings
+
+    lease, renew = args.leader_elect_lease_duration, args.leader_elect_renew_deadline
+    retry = args.leader_elect_retry_period
+    if not lease > renew:
+        parser.error("--leader-elect-lease-duration must be longer than --leader-elect-renew-deadline")
+    if not renew > retry * (1 + JITTER) or retry <= 0:
+        parser.error(
+            f"--leader-elect-renew-deadline must be longer than {1 + JITTER:g} times --leader-elect-retry-period"
+        )
+    return LeaderSettings(
+        name=args.leader_election_id,
+        namespace=args.leader_election_namespace,
+        lease_duration=lease,
+        renew_deadline=renew,
+        retry_period=retry,
+        request_timeout=args.request_timeout,
+    )
+
+
 def _group_window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--group-window",
@@ -260,6 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
     )
+    _leader_options(run)
 
     tail = commands.add_parser(
         "tail",
@@ -439,7 +503,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 )
             )
         if args.command in ("run", "tail", "record"):
-            return _live(args)
+            return _live(args, leader=_leader_settings(parser, args))
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
             if args.command == "wait" and (names is None) != bool(args.all):
@@ -459,7 +523,7 @@ def _run(argv: Sequence[str] | None) -> int:
     return exitcodes.USAGE
 
 
-def _live(args: argparse.Namespace, graphs: list[str] | None = None) -> int:
+def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: LeaderSettings | None = None) -> int:
     from crashwatch.live import LiveOptions, run_live
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
@@ -491,6 +555,7 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None) -> int:
             group_window=args.group_window,
             watch=watch,
             patch=patch,
+            leader=leader,
         )
     )
 

@@ -12,10 +12,16 @@ A first SIGTERM or SIGINT stops the watches and lets what they already received 
 are printed and its status writes finished, for at most the grace period (a Deployment's rollout sends
 SIGTERM, and a failure found a moment before should not wait for the next watcher). A second signal, or
 one that comes before the watches have started, stops at once.
+
+`run --leader-elect` runs several replicas: each lists, watches and diagnoses, and only the holder of
+the Lease (crashwatch.leader) writes status. When a replica gains the lease, every status is decided
+again from what it observes (the pipeline is synced once more); on stop, once its writes are finished,
+the leader releases the lease.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
@@ -29,6 +35,7 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
+from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.stages import Events, Synced, pipeline_stage
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
@@ -74,6 +81,7 @@ class LiveOptions:
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
     patch: PatchSettings = field(default_factory=PatchSettings)
+    leader: LeaderSettings | None = None  # run --leader-elect: write status only while holding this Lease
 
 
 class _Stop(Exception):
@@ -91,6 +99,8 @@ class _Lifecycle:
     code: int = exitcodes.OK
     stop_watches: Callable[[], None] | None = None
     unfinished: Callable[[], int] = lambda: 0
+    is_leader: Callable[[], bool] = lambda: True  # whether status writes may be sent now
+    replan: Callable[[], None] = lambda: None  # decide every status again (the lease was gained)
 
 
 def stderr_log(err: TextIO) -> Callable[[str], None]:
@@ -120,12 +130,21 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         return exitcodes.CONFIG
     code = exitcodes.OK
     life = _Lifecycle()
+    elector: LeaderElector | None = None
+    if options.command == "run" and options.leader is not None:
+        namespace = options.leader.namespace or default_namespace(client)
+        elector = LeaderElector(client, namespace, options.leader, log, on_gain=lambda: life.replan())
+        life.is_leader = elector.is_leader
     metrics: Metrics | None = None
     server: HttpServer | None = None
     if options.http_address is not None:
         metrics = Metrics()
+        if options.command == "run":
+            metrics.lead(life.is_leader)
         host, port = options.http_address
-        server = HttpServer(host, port, metrics, lambda: _not_ready(life))
+        server = HttpServer(
+            host, port, metrics, lambda: _not_ready(life), elector.describe if elector is not None else None
+        )
         try:
             url = await server.start()
         except OSError as exc:
@@ -137,6 +156,8 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         async with anyio.create_task_group() as tg:
             # from the start: a stop while the server is still unreachable too
             tg.start_soon(_signals, life, options.grace_period, log)
+            if elector is not None:
+                tg.start_soon(_lead, elector, log)
             code = await _watch(client, options, out, log, life, metrics, deadline)
             if life.stopping:
                 code = life.code
@@ -145,10 +166,20 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
     finally:
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            if elector is not None:  # its writes are finished or given up: a successor may take over now
+                await elector.release()
             if server is not None:
                 await server.stop()
             await client.close()
     return code
+
+
+async def _lead(elector: LeaderElector, log: Callable[[str], None]) -> None:
+    try:
+        await elector.run()
+    except LeaseForbidden as exc:
+        log(str(exc))
+        raise _Stop(exitcodes.NOPERM) from None
 
 
 def _not_ready(life: _Lifecycle) -> str | None:
@@ -239,9 +270,20 @@ async def _watch(
             if options.command == "run":
                 send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_status)
-                patcher = StatusPatcher(client, options.patch, log)
+                patcher = StatusPatcher(client, options.patch, log, is_leader=life.is_leader)
                 life.unfinished = patcher.unfinished
                 tg.start_soon(patcher.run, receive_status)
+
+                async def resync() -> None:
+                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        await send_events.send([Synced(now_rfc3339())])
+
+                def replan() -> None:
+                    # before the first list ends there is nothing to decide again: the sync decides it all
+                    if life.synced:
+                        tg.start_soon(resync)
+
+                life.replan = replan
             if judge is not None:
                 send_judge, receive_judge = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_judge)
@@ -297,6 +339,7 @@ async def _watch(
             log(str(exc))
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
     finally:
+        life.replan = lambda: None
         if recorder is not None:
             recorder.close()
             log(f"recorded {recorder.count} events to {options.record}")

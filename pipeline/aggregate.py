@@ -176,7 +176,12 @@ class Aggregator:
     # --- the entry points ---------------------------------------------------------------------------
 
     def sync(self, time: str | None = None) -> list[Output]:
-        """Every object has been listed once: decide every DCD's and DGD's status now."""
+        """Every object has been listed once: decide every DCD's and DGD's status now.
+
+        Called again (a watcher that gains the leader's lease, crashwatch.leader), it decides them all
+        afresh from what it observes: the writes counted as made meanwhile were not sent by a follower."""
+        if self.synced:
+            self._sent.clear()
         self.synced = True
         now = time or self._clock()
         # a group loop reported before a restart holds until its group is Ready: decide that now that

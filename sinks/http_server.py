@@ -3,7 +3,9 @@
 `/healthz` (liveness) answers while the process's event loop runs: an API server that cannot be reached
 is not a reason to restart the watcher, which retries on its own (and a restarted one would only retry
 too). `/readyz` answers 200 once every watch has listed (before that no status is decided) and 503 once
-a stop has begun. `/metrics` is the Prometheus text exposition of sinks.metrics.
+a stop has begun; with leader election its body says whether this replica leads (a follower is ready
+too: it diagnoses, and takes over without a warm-up). `/metrics` is the Prometheus text exposition of
+sinks.metrics.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from aiohttp import web
 from sinks.metrics import CONTENT_TYPE, Metrics
 
 NotReady = Callable[[], str | None]  # why it is not ready, or None when it is
+Detail = Callable[[], str | None]  # what a ready watcher adds to "ok", e.g. whether it leads
 
 
 class HttpServer:
-    def __init__(self, host: str | None, port: int, metrics: Metrics, not_ready: NotReady) -> None:
+    def __init__(
+        self, host: str | None, port: int, metrics: Metrics, not_ready: NotReady, detail: Detail | None = None
+    ) -> None:
         self.host, self.port = host, port
         self.metrics = metrics
         self.not_ready = not_ready
+        self.detail = detail or (lambda: None)
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
@@ -50,7 +56,8 @@ class HttpServer:
         reason = self.not_ready()
         if reason is not None:
             return web.Response(status=503, text=f"not ready: {reason}\n")
-        return web.Response(text="ok\n")
+        detail = self.detail()
+        return web.Response(text=f"ok: {detail}\n" if detail else "ok\n")
 
     async def _metrics(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})

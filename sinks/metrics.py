@@ -8,7 +8,7 @@ scrapes: neither needs a metrics library, and the hot path pays nothing for them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from anyio.abc import ObjectReceiveStream
@@ -67,6 +67,15 @@ class Metrics:
         self._failed: set[tuple[str, str]] = set()
         self._counts = _Counts()
         self.registry.register(self._counts)
+
+    def lead(self, is_leader: Callable[[], bool]) -> None:
+        """`run`: whether this process writes status now (always, without --leader-elect), read at each scrape."""
+        leader = Gauge(
+            "crashwatch_leader",
+            "1 while this watcher writes status (it holds the lease, or runs without --leader-elect), else 0.",
+            registry=self.registry,
+        )
+        leader.set_function(lambda: float(is_leader()))
 
     def count(self, watches: Iterable[WatchCounts], writes: WriteCounts | None) -> None:
         """Where the counters are read from at each scrape."""

@@ -11,6 +11,10 @@ the aggregator wants the same status again; writing the same thing again waits w
 exponential backoff, so two writers never fight in a tight loop. When its input ends (the watcher is
 stopping), the writes under way and those not yet sent are finished, and the reasserts of overwritten
 statuses are dropped, never waited for: the next watcher decides them again from what it observes.
+
+With leader election (crashwatch.leader) only the leader writes: `is_leader` is asked at the moment each
+write is sent, and a write wanted while it says no is dropped. The watcher decides every status again
+from what it observes when it gains the lease.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ class PatchStats:
     retries: int = 0
     unchanged: int = 0  # found already saying what was wanted when read again
     failures: int = 0
+    not_leader: int = 0  # not sent: another replica holds the lease (--leader-elect)
     delay_buckets: tuple[float, ...] = DELAY_BUCKETS  # upper bounds, seconds
     delays: list[int] = field(default_factory=lambda: [0] * (len(DELAY_BUCKETS) + 1))  # per bucket, then over
     delay_sum: float = 0.0
@@ -109,8 +114,10 @@ class StatusPatcher:
         settings: PatchSettings | None = None,
         log: Log | None = None,
         clock: Callable[[], str] | None = None,
+        is_leader: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
+        self.is_leader = is_leader or (lambda: True)
         self.settings = settings or PatchSettings()
         self.log = log or (lambda message: None)
         self.clock = clock or _now
@@ -194,6 +201,9 @@ class StatusPatcher:
             await self._bucket.acquire()
             try:
                 async with self._requests:
+                    if not self.is_leader():  # asked as late as can be: a lost lease stops writes at once
+                        self.stats.not_leader += 1
+                        return False
                     response = await self.client.request(
                         "PATCH",
                         path,
