@@ -14,6 +14,7 @@ from pathlib import Path
 
 import envtest
 import pytest
+import yaml
 from dynamo import dcd_available, dcds, dgd_state, labelled_pod, make_graph
 from kube import Kube, crash_loop, make_ready
 from tcpproxy import TcpProxy
@@ -198,3 +199,52 @@ def test_a_leader_cut_off_stops_writing_before_its_lease_expires_and_never_write
         proxy.close()
     dcd = kube.get(f"{dcds(namespace)}/llm-worker")
     assert next(c for c in dcd["status"]["conditions"] if c["type"] == "Stalled")["status"] == "False"
+
+
+def test_the_watcher_pods_role_is_enough_to_elect_a_leader(
+    control_plane: envtest.ControlPlane, kube: Kube, graph: str, tmp_path: Path
+) -> None:
+    """k8s/watcher's rules as applied (here in the test's namespace, as kustomize's `namespace:` puts them
+    in theirs): its service account, with the ClusterRole and the namespaced Role for Leases, elects
+    itself in its own namespace (the kubeconfig context's, as the Pod's in a cluster) and writes; the
+    Deployment and the PodDisruptionBudget pass the API server's validation."""
+    namespace = graph
+    folder = Path(__file__).resolve().parents[2] / "k8s" / "watcher"
+    manifests = {path.stem: yaml.safe_load(path.read_text()) for path in folder.glob("*.yaml")}
+    cluster_name = f"crashwatch-{namespace}"  # cluster-scoped: a name of its own, removed at the end
+    manifests["clusterrole"]["metadata"]["name"] = cluster_name
+    binding = manifests["clusterrolebinding"]
+    binding["metadata"]["name"] = binding["roleRef"]["name"] = cluster_name
+    for bound in (binding, manifests["rolebinding"]):
+        bound["subjects"][0]["namespace"] = namespace
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    for path, name in (
+        (f"/api/v1/namespaces/{namespace}/serviceaccounts", "serviceaccount"),
+        (f"{rbac}/clusterroles", "clusterrole"),
+        (f"{rbac}/clusterrolebindings", "clusterrolebinding"),
+        (f"{rbac}/namespaces/{namespace}/roles", "role"),
+        (f"{rbac}/namespaces/{namespace}/rolebindings", "rolebinding"),
+        (f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets?dryRun=All", "poddisruptionbudget"),
+        (f"/apis/apps/v1/namespaces/{namespace}/deployments?dryRun=All", "deployment"),
+    ):
+        kube.create(path, manifests[name])
+    try:
+        token = kube.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/crashwatch/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )["status"]["token"]
+        config = envtest.write_kubeconfig(
+            tmp_path / "sa", control_plane.url, control_plane.certs["ca.crt"], namespace=namespace, token=token
+        )
+        with Watcher("run", "--kubeconfig", str(config), "--leader-elect") as w:
+            w.wait_synced()
+            wait(lambda: leads(w), 10, "leading")
+            crash_loop(kube, namespace, "llm-worker-0")
+            wait(lambda: failed(kube, namespace), 10, "failed")
+            assert kube.get(lease_path(namespace))["spec"]["holderIdentity"] == identity(w)
+        assert w.process.returncode == 0 and "not allowed" not in w.stderr()
+        assert "released the lease" in w.stderr()
+        assert kube.get(lease_path(namespace))["spec"].get("holderIdentity") in ("", None)
+    finally:
+        kube.delete(f"{rbac}/clusterrolebindings/{cluster_name}")
+        kube.delete(f"{rbac}/clusterroles/{cluster_name}")
