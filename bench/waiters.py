@@ -50,7 +50,7 @@ from bench.latency import ROOT, Watch, patch_status, percentile, pod_watch, ssl_
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import envtest
-from dynamo import conditions, dgds, labelled_pod, make_graph
+from dynamo import adopted_by_helm, conditions, dgds, labelled_pod, make_graph
 from kube import Kube, crash_status
 from test_kstatus_helm import CHART, DCD, GRAPH, RELEASE, Helm, wait_waiting
 from test_wait import progress
@@ -128,24 +128,7 @@ def prepare(kube: Kube, namespace: str, manifest: dict[str, Any]) -> None:
     ownership metadata, status.observedGeneration at its generation), the DCD and the worker's Pod."""
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     make_graph(kube, namespace, graph=GRAPH, deployments=False)
-    path = f"{dgds(namespace)}/{GRAPH}"
-    kube.request(
-        "PATCH",
-        f"{path}?fieldManager=helm",
-        {
-            "apiVersion": manifest["apiVersion"],
-            "kind": manifest["kind"],
-            "metadata": {
-                "name": GRAPH,
-                "labels": {"app.kubernetes.io/managed-by": "Helm"},
-                "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": namespace},
-            },
-            "spec": manifest["spec"],
-        },
-        "application/apply-patch+yaml",
-    )
-    generation = kube.get(path)["metadata"]["generation"]
-    kube.merge_patch(f"{path}/status", {"status": {"observedGeneration": generation}})
+    adopted_by_helm(kube, namespace, manifest, RELEASE)
     labelled_pod(kube, namespace, POD, GRAPH, "worker")
 
 

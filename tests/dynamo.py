@@ -141,3 +141,29 @@ def dcd_available(kube: Kube, namespace: str, name: str) -> dict[str, Any]:
 def dgd_state(kube: Kube, namespace: str, name: str = "llm") -> tuple[str, dict[str, Any]]:
     obj = kube.get(f"{dgds(namespace)}/{name}")
     return obj["status"].get("state", ""), conditions(obj)["Ready"]
+
+
+def adopted_by_helm(kube: Kube, namespace: str, manifest: dict[str, Any], release: str) -> None:
+    """Make the graph's DGD one that `helm install` adopts and waits on: the chart's spec applied under
+    Helm's field manager (so a later upgrade that changes it meets no conflict with other writers), Helm's
+    ownership metadata, and the operator's status.observedGeneration at its generation. (kstatus reads a
+    custom resource with no status at all as Current, so a DGD Helm creates itself would be done at once.)"""
+    name = manifest["metadata"]["name"]
+    path = f"{dgds(namespace)}/{name}"
+    kube.request(
+        "PATCH",
+        f"{path}?fieldManager=helm",
+        {
+            "apiVersion": manifest["apiVersion"],
+            "kind": manifest["kind"],
+            "metadata": {
+                "name": name,
+                "labels": {"app.kubernetes.io/managed-by": "Helm"},
+                "annotations": {"meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": namespace},
+            },
+            "spec": manifest["spec"],
+        },
+        "application/apply-patch+yaml",
+    )
+    generation = kube.get(path)["metadata"]["generation"]
+    kube.merge_patch(f"{path}/status", {"status": {"observedGeneration": generation}})

@@ -24,7 +24,7 @@ from typing import Any
 import envtest
 import pytest
 import yaml
-from dynamo import conditions, dcds, dgds, labelled_pod, make_graph
+from dynamo import adopted_by_helm, conditions, dcds, dgds, labelled_pod, make_graph
 from kube import Kube, crash_loop, make_ready
 from waiters_bin import waiters_bin
 from watcher import Watcher, kubeconfig_args
@@ -280,26 +280,9 @@ def test_helm_install_wait_fails_within_seconds_of_the_crash_loop_and_the_upgrad
     # `helm install` adopts it (pkg/action/validate.go, existingResourceConflict) and waits on it.
     make_graph(kube, namespace, deployments=False)
     labelled_pod(kube, namespace, f"{DCD}-0", GRAPH, "worker")
+    adopted_by_helm(kube, namespace, manifest, RELEASE)
     path = f"{dgds(namespace)}/{GRAPH}"
-    # applied under Helm's field manager, so that Helm owns the spec it applies and a later upgrade that
-    # changes it meets no conflict with the test's own writes
-    kube.request(
-        "PATCH",
-        f"{path}?fieldManager=helm",
-        {
-            "apiVersion": manifest["apiVersion"],
-            "kind": manifest["kind"],
-            "metadata": {
-                "name": GRAPH,
-                "labels": {"app.kubernetes.io/managed-by": "Helm"},
-                "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": namespace},
-            },
-            "spec": manifest["spec"],
-        },
-        "application/apply-patch+yaml",
-    )
     generation = kube.get(path)["metadata"]["generation"]
-    kube.merge_patch(f"{path}/status", {"status": {"observedGeneration": generation}})
 
     with run_watcher(control_plane, namespace) as w:
         w.wait_synced()
