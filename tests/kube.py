@@ -150,3 +150,20 @@ def crash_loop(kube: Kube, namespace: str, name: str, restarts: int = 2, exit_co
 
 def make_ready(kube: Kube, namespace: str, name: str) -> Any:
     return set_pod_status(kube, namespace, name, ready_status())
+
+
+def eventually(
+    predicate: Callable[[], object], timeout: float = 30, what: str = "a condition", step: float = 0.05
+) -> float:
+    """Poll until `predicate` holds (a KeyError, IndexError or StopIteration counts as not yet); the
+    seconds it took. Fails naming `what` and the last such error."""
+    start = time.monotonic()
+    last: BaseException | None = None
+    while time.monotonic() - start < timeout:
+        try:
+            if predicate():
+                return time.monotonic() - start
+        except (KeyError, IndexError, StopIteration) as exc:
+            last = exc
+        time.sleep(step)
+    raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r})")

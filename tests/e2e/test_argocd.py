@@ -19,7 +19,7 @@ import envtest
 import pytest
 from argocd import DCD, DGD, health
 from dynamo import OPERATOR_TIME, conditions, dcds, dgds, make_graph, pods_of
-from kube import Kube, crash_loop, make_ready
+from kube import Kube, crash_loop, eventually, make_ready
 from watcher import Watcher
 
 pytestmark = pytest.mark.e2e
@@ -48,16 +48,7 @@ def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 
 
 def wait(predicate: Any, timeout: float = 30, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (KeyError, IndexError) as exc:
-            last = exc
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r})")
+    eventually(predicate, timeout, what)
 
 
 def both_stalled(kube: Kube, namespace: str, status: str) -> bool:

@@ -24,7 +24,17 @@ from urllib.parse import quote
 import envtest
 import pytest
 from dynamo import COMPONENT, GRAPH, OPERATOR_TIME, SELECTOR, V, dcds, deployment, dgds, other_condition
-from kube import ApiError, Kube, crash_loop, crash_status, make_ready, pod_manifest, ready_status, set_pod_status
+from kube import (
+    ApiError,
+    Kube,
+    crash_loop,
+    crash_status,
+    eventually,
+    make_ready,
+    pod_manifest,
+    ready_status,
+    set_pod_status,
+)
 from watcher import Watcher, http_get
 
 pytestmark = pytest.mark.e2e
@@ -123,13 +133,7 @@ def steps(versions: list[dict[str, Any]], condition: str = "Ready") -> list[tupl
 
 def timed(predicate: Callable[[], bool], timeout: float = 10, what: str = "a condition") -> float:
     """Seconds until the predicate holds, reading every POLL seconds."""
-    start = time.monotonic()
-    while True:
-        if predicate():
-            return time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what} not reached in {timeout}s")
-        time.sleep(POLL)
+    return eventually(predicate, timeout, what, POLL)
 
 
 def wait(predicate: Callable[[], bool], timeout: float = 30, what: str = "a condition") -> None:

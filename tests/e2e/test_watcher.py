@@ -25,7 +25,7 @@ from dynamo import (
     other_condition,
     pods_of,
 )
-from kube import ApiError, Kube, crash_loop, make_ready
+from kube import ApiError, Kube, crash_loop, eventually, make_ready
 from tcpproxy import TcpProxy
 from watcher import Watcher, http_get
 
@@ -33,16 +33,7 @@ pytestmark = pytest.mark.e2e
 
 
 def wait(predicate: Any, timeout: float = 30, what: str = "a condition") -> None:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            if predicate():
-                return
-        except (KeyError, IndexError, StopIteration) as exc:
-            last = exc
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r})")
+    eventually(predicate, timeout, what)
 
 
 def failed(kube: Kube, namespace: str) -> bool:
