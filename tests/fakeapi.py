@@ -27,6 +27,7 @@ RESOURCES = {
     ("apps", "deployments"): "Deployment",
     ("nvidia.com", "dynamocomponentdeployments"): "DynamoComponentDeployment",
     ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
+    ("coordination.k8s.io", "leases"): "Lease",  # leader election: GET, POST (create), PUT (update)
 }
 
 
@@ -209,6 +210,8 @@ class FakeApi:
             return await self._get(plural, namespace or "", name or "")
         if request.method == "PATCH":
             return await self._patch(plural, namespace or "", name or "", body)
+        if request.method in ("POST", "PUT"):
+            return self._write(request.method, plural, namespace or "", name, body)
         return _status(405, "MethodNotAllowed", request.method)
 
     def _selected(self, obj: dict[str, Any], namespace: str | None, selector: str | None) -> bool:
@@ -364,6 +367,24 @@ class FakeApi:
         for key, value in (body.get("status") or {}).items():
             updated.setdefault("status", {})[key] = value
         return web.json_response(self.put(plural, updated))
+
+
+    def _write(self, method: str, plural: str, namespace: str, name: str | None, body: Any) -> web.StreamResponse:
+        """Create (POST) or replace (PUT, with the resourceVersion as precondition) a whole object."""
+        fault = self._take_fault(method.lower())
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Fault", "injected", fault.headers)
+        key = (namespace, name or body["metadata"]["name"])
+        current = self.objects[plural].get(key)
+        if method == "POST" and current is not None:
+            return _status(409, "AlreadyExists", f"{plural} {key[1]} already exists")
+        if method == "PUT":
+            if current is None:
+                return _status(404, "NotFound", f"{plural} {key[1]} not found")
+            if body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                return _status(409, "Conflict", "the object has been modified")
+        body["metadata"]["namespace"] = namespace
+        return web.json_response(self.put(plural, body), status=201 if method == "POST" else 200)
 
 
 def _status(code: int, reason: str, message: str, headers: dict[str, str] | None = None) -> web.Response:

@@ -1,0 +1,141 @@
+"""crashwatch.leader's edge cases against the fake API server's Leases: who wins, when a lease counts as
+expired (our clock, not the holder's), a renewal that keeps failing, a release, a forbidden Lease."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from fakeapi import FakeApi, Fault
+
+from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden
+from stream.client import KubeClient
+
+pytestmark = pytest.mark.anyio
+
+FAST = LeaderSettings(lease_duration=1.0, renew_deadline=0.6, retry_period=0.1, request_timeout=2.0)
+
+
+def lease(api: FakeApi) -> dict[str, object]:
+    spec: dict[str, object] = api.objects["leases"][("ns", "crashwatch")]["spec"]
+    return spec
+
+
+@asynccontextmanager
+async def running(
+    client: KubeClient, *names: str, log: Callable[[str], None] = lambda m: None
+) -> AsyncIterator[list[LeaderElector]]:
+    electors = [LeaderElector(client, "ns", FAST, log, holder=name) for name in names]
+    async with anyio.create_task_group() as tg:
+        for elector in electors:
+            tg.start_soon(elector.run)
+        yield electors
+        tg.cancel_scope.cancel()
+
+
+async def until(predicate: Callable[[], bool], timeout: float = 5) -> float:
+    began = anyio.current_time()
+    with anyio.fail_after(timeout):
+        while not predicate():
+            await anyio.sleep(0.01)
+    return anyio.current_time() - began
+
+
+async def test_of_two_candidates_one_leads_and_the_lease_says_it(api: FakeApi, client: KubeClient) -> None:
+    async with running(client, "a", "b") as (a, b):
+        await until(lambda: a.is_leader() or b.is_leader())
+        await anyio.sleep(0.5)  # several renewals
+        assert a.is_leader() != b.is_leader()
+        leader = a if a.is_leader() else b
+        spec = lease(api)
+        assert spec["holderIdentity"] == leader.identity
+        assert (spec["leaseDurationSeconds"], spec["leaseTransitions"]) == (1, 0)
+        assert spec["acquireTime"] != spec["renewTime"]  # renewed, acquired once
+
+
+async def test_an_expired_looking_lease_is_waited_out_on_our_own_clock(api: FakeApi, client: KubeClient) -> None:
+    """A holder whose clock is an hour behind: its renewTime says expired, but we never saw it change."""
+    spec = {
+        "holderIdentity": "other",
+        "leaseDurationSeconds": 1,
+        "renewTime": "2000-01-01T00:00:00.000000Z",
+        "acquireTime": "2000-01-01T00:00:00.000000Z",
+        "leaseTransitions": 4,
+    }
+    api.put("leases", {"kind": "Lease", "metadata": {"name": "crashwatch", "namespace": "ns"}, "spec": spec})
+    async with running(client, "a") as (a,):
+        took = await until(a.is_leader)
+    assert 1.0 <= took < 1.0 + 0.3
+    assert lease(api)["leaseTransitions"] == 5 and lease(api)["holderIdentity"] == "a"
+
+
+async def test_a_lease_that_keeps_changing_is_never_taken(api: FakeApi, client: KubeClient) -> None:
+    spec = {"holderIdentity": "other", "leaseDurationSeconds": 1, "renewTime": "0", "leaseTransitions": 0}
+    api.put("leases", {"kind": "Lease", "metadata": {"name": "crashwatch", "namespace": "ns"}, "spec": spec})
+    async with running(client, "a") as (a,):
+        for n in range(12):  # the holder renews every 0.25 s, for 3 s
+            await anyio.sleep(0.25)
+            current = api.objects["leases"][("ns", "crashwatch")]
+            api.put("leases", {**current, "spec": {**current["spec"], "renewTime": str(n)}})
+            assert not a.is_leader()
+        took = await until(a.is_leader)  # it stops renewing: a lease duration later, it is ours
+    assert 0.8 < took < 1.3
+
+
+async def test_two_candidates_racing_for_an_expired_lease_never_both_win(api: FakeApi, client: KubeClient) -> None:
+    spec = {"holderIdentity": "gone", "leaseDurationSeconds": 1, "renewTime": "x", "leaseTransitions": 0}
+    api.put("leases", {"kind": "Lease", "metadata": {"name": "crashwatch", "namespace": "ns"}, "spec": spec})
+    async with running(client, "a", "b", "c") as electors:
+        await until(lambda: any(e.is_leader() for e in electors))
+        for _ in range(50):
+            assert sum(e.is_leader() for e in electors) == 1
+            await anyio.sleep(0.02)
+    assert lease(api)["leaseTransitions"] == 1
+    conflicts = [r for r in api.requests if r.method == "PUT"]
+    assert len(conflicts) >= 1
+
+
+async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires_for_others(
+    api: FakeApi, client: KubeClient
+) -> None:
+    said: list[str] = []
+    async with running(client, "a", log=said.append) as (a,):
+        await until(a.is_leader)
+        api.fault("put", *[Fault("status", status=503)] * 100)  # every renewal fails from now on
+        api.fault("get", *[Fault("status", status=503)] * 100)
+        last_renewal = max(r.at for r in api.requests if r.method in ("PUT", "POST"))
+        await until(lambda: not a.is_leader(), 2)
+        stopped = time.monotonic() - last_renewal
+    # within the renew deadline of its last renewal, before the 1 s lease can run out for others
+    assert stopped < FAST.renew_deadline + 0.05, stopped
+    assert any("lost the lease" in line for line in said)
+
+
+async def test_a_released_lease_is_taken_at_the_next_try(api: FakeApi, client: KubeClient) -> None:
+    first = LeaderElector(client, "ns", FAST, lambda m: None, holder="a")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(first.run)
+        await until(first.is_leader)
+        tg.cancel_scope.cancel()
+    await first.release()
+    spec = lease(api)
+    assert (spec["holderIdentity"], spec["leaseDurationSeconds"]) == ("", 1)
+    async with running(client, "b") as (b,):
+        took = await until(b.is_leader)
+    assert took < FAST.retry_period * 1.5
+    assert lease(api)["leaseTransitions"] == 1
+
+
+async def test_a_forbidden_lease_says_so(api: FakeApi, tmp_path: Path) -> None:
+    api.fault("get", Fault("status", status=403))
+    client = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
+    try:
+        elector = LeaderElector(client, "ns", FAST, lambda m: None, holder="a")
+        with pytest.raises(LeaseForbidden, match="not allowed to get, create or update the lease ns/crashwatch"):
+            await elector.run()
+    finally:
+        await client.close()
