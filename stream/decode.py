@@ -3,28 +3,65 @@
 Live watch lines, JSON-lines logs, kubectl's pretty-printed output and YAML documents all end here, so a
 record means the same thing wherever it came from. The fast path is one typed msgspec pass over a watch
 event whose object kind we know; anything else takes a slower, generic path that classifies the record,
-skips kinds crashwatch does not read, and explains what is wrong with a bad one.
+skips kinds crashwatch does not read, reads `null` as an absent field (as the API server and Go clients
+do), and explains what is wrong with a bad one. A YAML document is first turned into the JSON record it
+stands for (`yaml_documents`), within a bound on its size once aliases are expanded.
+
+Messages quote the input only in short pieces: a record may be megabytes long.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+import yaml
 
 from stream.events import WatchEvent
-from stream.objects import KINDS, KubeObject
+from stream.objects import KINDS, KubeObject, Status
 
 
 class RecordProblem(Exception):
-    """Raised for a record that cannot be read; the message says what is wrong, without the place."""
+    """Raised for a record that cannot be read; the message says what is wrong, without the place.
+
+    `cut` marks a record that ends before it closes (what a killed writer leaves)."""
+
+    def __init__(self, message: str, cut: bool = False) -> None:
+        super().__init__(message)
+        self.cut = cut
 
 
 _event_decoder = msgspec.json.Decoder(WatchEvent)
-# The fast path on its own, for callers with many records: raises msgspec's errors, to be handed to
-# `decode_json` for classification and an explanation.
+# The typed decode on its own, as the live watch uses it: raises msgspec's errors.
 decode_event = _event_decoder.decode
 _object_decoder = msgspec.json.Decoder(KubeObject)
+
+
+class _Nameless(msgspec.ValidationError):
+    """An object that would be diagnosed under an empty name or namespace: the slow path says which."""
+
+
+_decode = _event_decoder.decode
+
+
+def read_event(data: Any) -> WatchEvent:
+    """The fast path of a log reader: one typed decode, and the event's object must be named.
+
+    Raises one of `FAST_ERRORS` for anything else; `decode_json` then classifies the record and says
+    what is wrong with it."""
+    event = _decode(data)
+    obj = event.object
+    if not isinstance(obj, Status):
+        meta = obj.metadata
+        if not (meta.name and meta.namespace) and event.type != "BOOKMARK" and event.type != "ERROR":
+            raise _Nameless
+    return event
+
+
+# What the fast path raises for a record it cannot take (msgspec follows Python's recursion limit).
+FAST_ERRORS = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
 class _ListEnvelope(msgspec.Struct):
@@ -37,15 +74,29 @@ _list_decoder = msgspec.json.Decoder(_ListEnvelope)
 # A decoded record: the events it holds, and the problems of any List items that could not be read.
 Decoded = tuple[list[WatchEvent], list[str]]
 
+TOO_DEEP = "nested too deeply to read"
+
 
 def decode_json(data: bytes) -> Decoded:
     """Decode one JSON record. Raises RecordProblem when the whole record is unusable."""
     try:
-        return [_event_decoder.decode(data)], []
+        return _decode_json(data)
+    except RecursionError:
+        raise RecordProblem(TOO_DEEP) from None
+
+
+def _decode_json(data: bytes) -> Decoded:
+    try:
+        event = _event_decoder.decode(data)
     except msgspec.ValidationError:
         pass
     except msgspec.DecodeError as exc:
-        raise RecordProblem(_json_problem(exc)) from None
+        raise _json_problem(exc, data) from None
+    else:
+        problem = unnamed(event)
+        if problem is not None:
+            raise RecordProblem(problem)
+        return [event], []
     try:
         envelope = _list_decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
@@ -55,8 +106,24 @@ def decode_json(data: bytes) -> Decoded:
     try:
         value = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
-        raise RecordProblem(_json_problem(exc)) from None
+        raise _json_problem(exc, data) from None
     return from_value(value)
+
+
+def unnamed(event: WatchEvent) -> str | None:
+    """Why an event cannot be diagnosed: its object has no name or namespace (None when it is fine).
+
+    Every kind crashwatch reads is namespaced; BOOKMARK and ERROR events carry no named object."""
+    obj = event.object
+    if isinstance(obj, Status) or event.type in ("BOOKMARK", "ERROR"):
+        return None
+    meta = obj.metadata
+    kind = type(obj).__struct_config__.tag
+    if not meta.name:
+        return f"{kind} without metadata.name"
+    if not meta.namespace:
+        return f"{kind} {_short(meta.name)} without metadata.namespace"
+    return None
 
 
 def _list_items_json(envelope: _ListEnvelope) -> Decoded:
@@ -64,11 +131,15 @@ def _list_items_json(envelope: _ListEnvelope) -> Decoded:
     problems: list[str] = []
     for index, raw in enumerate(envelope.items):
         try:
-            events.append(WatchEvent(type="ADDED", object=_object_decoder.decode(raw)))
-            continue
+            event = WatchEvent(type="ADDED", object=_object_decoder.decode(raw))
         except msgspec.ValidationError:
-            pass
-        _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems)
+            _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems)
+            continue
+        problem = unnamed(event)
+        if problem is not None:
+            problems.append(f"item {index}: {problem}")
+        else:
+            events.append(event)
     return events, problems
 
 
@@ -84,9 +155,10 @@ def _take_item(item: Any, index: int, list_kind: str, events: list[WatchEvent], 
 
 
 def from_value(value: Any) -> Decoded:
-    """Classify an already parsed record (generic JSON or YAML) and convert it to typed events."""
+    """Classify an already parsed record (generic JSON) and convert it to typed events."""
     if not isinstance(value, dict):
         raise RecordProblem(f"not an object but {_type_name(value)}")
+    _drop_nulls(value)
     if "type" in value or "object" in value:
         return _watch_event(value), []
     kind = value.get("kind")
@@ -97,9 +169,37 @@ def from_value(value: Any) -> Decoded:
         for index, item in enumerate(items):
             _take_item(item, index, kind, events, problems)
         return events, problems
+    if kind == "Status":
+        raise RecordProblem(_api_error(value))
     if isinstance(kind, str) and isinstance(value.get("metadata"), dict):
+        if kind not in KINDS:
+            return [], []  # a kind crashwatch does not read, as in a watch event
         return _convert({"type": "ADDED", "object": value}), []
     raise RecordProblem("not a watch event (no `type` and `object`), a List or a Kubernetes object")
+
+
+def _drop_nulls(value: Any) -> None:
+    """Remove the null fields of a parsed record, in place: Kubernetes reads `null` as an absent field.
+
+    Iterative, so that a record nested as deeply as the parser allowed cannot overflow the stack."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if type(item) is dict:
+            nulls = [key for key, field in item.items() if field is None]
+            for key in nulls:
+                del item[key]
+            stack.extend(field for field in item.values() if type(field) is dict or type(field) is list)
+        elif type(item) is list:
+            stack.extend(field for field in item if type(field) is dict or type(field) is list)
+
+
+def _api_error(status: dict[str, Any]) -> str:
+    code, reason, message = status.get("code"), status.get("reason"), status.get("message")
+    said = ": ".join(clip(part, 200) for part in (reason, message) if isinstance(part, str) and part)
+    if isinstance(code, int) and not isinstance(code, bool):
+        said = f"{code} {said}" if said else str(code)
+    return f"an error from the API server, not watch events ({said or 'no message'})"
 
 
 def _watch_event(value: dict[str, Any]) -> list[WatchEvent]:
@@ -121,6 +221,7 @@ def _watch_event(value: dict[str, Any]) -> list[WatchEvent]:
 def _list_item(item: Any, list_kind: str) -> WatchEvent | None:
     if not isinstance(item, dict):
         raise RecordProblem(f"not an object but {_type_name(item)}")
+    _drop_nulls(item)
     kind = item.get("kind")
     if kind is None and list_kind != "List":
         kind = list_kind[: -len("List")]
@@ -132,25 +233,250 @@ def _list_item(item: Any, list_kind: str) -> WatchEvent | None:
 
 def _convert(value: dict[str, Any]) -> list[WatchEvent]:
     try:
-        return [msgspec.convert(value, WatchEvent)]
+        event = msgspec.convert(value, WatchEvent)
     except msgspec.ValidationError as exc:
-        raise RecordProblem(f"wrong field: {exc}") from None
+        raise RecordProblem(f"wrong field: {clip(str(exc))}") from None
+    problem = unnamed(event)
+    if problem is not None:
+        raise RecordProblem(problem)
+    return [event]
 
 
 def _check_type(event_type: Any) -> None:
     if event_type not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"):
-        raise RecordProblem(f"unknown event type {event_type!r}")
+        raise RecordProblem(f"unknown event type {_short(event_type)}")
 
 
-def _json_problem(exc: msgspec.DecodeError) -> str:
+# --- explaining a record msgspec refused ----------------------------------------------------------------
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_LONE_SURROGATE = re.compile(
+    rb"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F])|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
+)
+
+
+def _json_problem(exc: msgspec.DecodeError, data: bytes) -> RecordProblem:
     text = str(exc)
     if "truncated" in text:
-        return "record is cut short (truncated JSON)"
-    return f"not valid JSON ({text})"
+        if is_cut(data):
+            return RecordProblem("record is cut short (truncated JSON)", cut=True)
+        # msgspec says "truncated" for complete JSON it cannot end either: an unpaired \ud800 escape
+        if _LONE_SURROGATE.search(data):
+            return RecordProblem("not valid JSON (a \\u escape is half a UTF-16 surrogate pair)")
+        return RecordProblem("not valid JSON (it ends where a value was expected)")
+    return RecordProblem(f"not valid JSON ({clip(text)})")
+
+
+def is_cut(data: bytes) -> bool:
+    """Whether a JSON text ends before it closes: inside a string, or with an object or array still open."""
+    rest = _STRING.sub(b"", data)
+    if b'"' in rest:
+        return True
+    return rest.count(b"{") + rest.count(b"[") > rest.count(b"}") + rest.count(b"]") or not rest.strip()
 
 
 def _type_name(value: Any) -> str:
-    names = {list: "an array", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    names = {list: "an array", dict: "an object", str: "a string", int: "a number", float: "a number"}
     if value is None:
         return "null"
+    if isinstance(value, bool):
+        return "a boolean"
     return names.get(type(value), type(value).__name__)
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """A value from the input as a message may quote it: a string's first characters, else its type."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            return f"{value[:limit]!r}... ({len(value) - limit:,} more characters)"
+        return repr(value)
+    if isinstance(value, bool | int | float) or value is None:
+        return repr(value)[:limit]
+    return _type_name(value)  # never the repr of a container: it could be huge
+
+
+def clip(text: str, limit: int = 300) -> str:
+    """A message that may quote the input, cut in the middle (where the path it ends with survives)."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) :]
+    return f"{head}... ({len(text) - len(head) - len(tail):,} characters left out) ...{tail}"
+
+
+# --- YAML documents, as the JSON records they stand for ------------------------------------------------
+
+_Loader = yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader
+_resolver = yaml.resolver.Resolver()
+_constructor = yaml.constructor.SafeConstructor()
+_encode = msgspec.json.encode
+_TAG = "tag:yaml.org,2002:"
+_AS_TEXT = {_TAG + "str", _TAG + "timestamp", _TAG + "binary", _TAG + "merge", _TAG + "value"}
+MAX_YAML_DEPTH = 512
+
+
+class _Frame:
+    __slots__ = ("anchor", "count", "is_map", "key_next", "merge_start", "merges", "start")
+
+    def __init__(self, is_map: bool, start: int, anchor: str | None) -> None:
+        self.is_map = is_map
+        self.start = start
+        self.anchor = anchor
+        self.count = 0
+        self.key_next = True
+        self.merge_start = -1  # while the value of a `<<` key is being read: where it starts
+        self.merges: list[Any] = []
+
+
+class _YamlDocument:
+    """One YAML document's events, written out as compact JSON with aliases expanded.
+
+    The JSON (and what anchors keep for their aliases) may not grow beyond `cap` bytes, so a "billion
+    laughs" document costs at most that much memory before it is refused."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.out = bytearray()
+        self.stack: list[_Frame] = []
+        self.anchors: dict[str, bytes] = {}
+        self.kept = 0
+
+    def _grown(self) -> None:
+        if len(self.out) > self.cap:
+            raise RecordProblem(f"document is too large once its aliases are expanded (more than {self.cap:,} bytes)")
+
+    def event(self, event: yaml.Event) -> None:
+        kind = type(event)
+        stack = self.stack
+        frame = stack[-1] if stack else None
+        if frame is not None and frame.is_map and frame.key_next and kind is not yaml.MappingEndEvent:
+            self._key(event, frame)
+            return
+        if kind is yaml.ScalarEvent:
+            self._value(self._scalar(event), event.anchor)  # type: ignore[attr-defined]
+        elif kind is yaml.AliasEvent:
+            name = event.anchor  # type: ignore[attr-defined]
+            kept = self.anchors.get(name)
+            if kept is None:
+                raise RecordProblem(f"alias *{_short(name)[1:-1]} names no anchor before it")
+            self._value(kept, None)
+        elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+            is_map = kind is yaml.MappingStartEvent
+            tag = event.tag  # type: ignore[attr-defined]
+            if tag not in (None, "!", _TAG + ("map" if is_map else "seq")):
+                raise RecordProblem(f"YAML tag {_short(tag)} is not read")
+            if len(stack) >= MAX_YAML_DEPTH:
+                raise RecordProblem(TOO_DEEP)
+            self._separate(frame)
+            stack.append(_Frame(is_map, len(self.out), event.anchor))  # type: ignore[attr-defined]
+            self.out += b"{" if is_map else b"["
+        elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+            done = stack.pop()
+            self.out += b"}" if done.is_map else b"]"
+            if done.merges:
+                self._merge(done)
+            self._grown()
+            if done.anchor is not None:
+                self._keep(done.anchor, bytes(self.out[done.start :]))
+            self._after(stack[-1] if stack else None)
+
+    def _key(self, event: yaml.Event, frame: _Frame) -> None:
+        if not isinstance(event, yaml.ScalarEvent):
+            raise RecordProblem("a mapping key that is not a plain string is not read")
+        value: str = event.value
+        frame.key_next = False
+        if value == "<<" and event.tag is None and event.implicit[0]:
+            frame.merge_start = len(self.out)  # a merge key: its value is merged in when the mapping ends
+            return
+        if frame.count:
+            self.out += b","
+        frame.count += 1
+        self.out += _encode(value)
+        self.out += b":"
+        self._grown()
+
+    def _separate(self, frame: _Frame | None) -> None:
+        if frame is not None and not frame.is_map:
+            if frame.count:
+                self.out += b","
+            frame.count += 1
+
+    def _value(self, data: bytes, anchor: str | None) -> None:
+        self._separate(self.stack[-1] if self.stack else None)
+        self.out += data
+        self._grown()
+        if anchor is not None:
+            self._keep(anchor, data)
+        self._after(self.stack[-1] if self.stack else None)
+
+    def _after(self, frame: _Frame | None) -> None:
+        """A value is complete: the mapping it belongs to waits for its next key."""
+        if frame is None or not frame.is_map:
+            return
+        frame.key_next = True
+        if frame.merge_start >= 0:
+            merged = msgspec.json.decode(bytes(self.out[frame.merge_start :]))
+            del self.out[frame.merge_start :]
+            frame.merge_start = -1
+            sources = merged if isinstance(merged, list) else [merged]
+            if not all(isinstance(source, dict) for source in sources):
+                raise RecordProblem("a merge key (<<) whose value is not a mapping")
+            frame.merges.extend(sources)
+
+    def _merge(self, frame: _Frame) -> None:
+        """Merge keys: the mapping's own keys win, then the merged mappings in the order given."""
+        merged: dict[str, Any] = {}
+        for source in reversed(frame.merges):
+            merged.update(source)
+        own = bytes(self.out[frame.start + 1 : -1])
+        inner = _encode(merged)[1:-1]
+        self.out[frame.start :] = b"{" + inner + (b"," if inner and own else b"") + own + b"}"
+
+    def _keep(self, anchor: str, data: bytes) -> None:
+        self.kept += len(data)
+        if self.kept > self.cap:
+            raise RecordProblem(f"document is too large once its aliases are expanded (more than {self.cap:,} bytes)")
+        self.anchors[anchor] = data
+
+    def _scalar(self, event: Any) -> bytes:
+        value: str = event.value
+        tag = event.tag
+        if tag is None or tag == "!":
+            tag = _resolver.resolve(yaml.ScalarNode, value, event.implicit)  # type: ignore[no-untyped-call]
+        if tag in _AS_TEXT:  # timestamps stay the strings the API server sent
+            return _encode(value)
+        if tag == _TAG + "null":
+            return b"null"
+        try:
+            if tag == _TAG + "bool":
+                return b"true" if _constructor.bool_values[value.lower()] else b"false"
+            if tag == _TAG + "int":
+                return _encode(_constructor.construct_yaml_int(yaml.ScalarNode(tag, value)))
+            if tag == _TAG + "float":
+                return _encode(_constructor.construct_yaml_float(yaml.ScalarNode(tag, value)))
+        except (ValueError, KeyError):
+            raise RecordProblem(f"{_short(value)} is not a valid {tag[len(_TAG) :]}") from None
+        raise RecordProblem(f"YAML tag {_short(tag)} is not read")
+
+
+def yaml_documents(text: bytes, cap: int) -> Iterator[tuple[int, bytes | RecordProblem | None]]:
+    """The documents of a YAML text as JSON records: (the line a document starts on, counting from 0; its
+    JSON, None for an empty document, or the problem that makes it unreadable). A text that stops being
+    YAML raises yaml.YAMLError, whose `problem_mark` says where."""
+    document: _YamlDocument | None = None
+    problem: RecordProblem | None = None
+    start = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        kind = type(event)
+        if kind is yaml.DocumentStartEvent:
+            document, problem = _YamlDocument(cap), None
+            start = event.start_mark.line if event.start_mark is not None else 0
+        elif kind is yaml.DocumentEndEvent:
+            if document is not None:
+                yield start, problem or (bytes(document.out) if document.out != b"null" else None)
+            document = None
+        elif document is not None and problem is None:
+            try:
+                document.event(event)
+            except RecordProblem as exc:
+                problem = exc
+                document.out = bytearray()  # what it held is no longer needed

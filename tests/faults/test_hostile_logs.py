@@ -1,0 +1,165 @@
+"""Hostile and broken logs (the corpus of tests/faults/corpus.py), and hostile descriptors and signals.
+
+Each corpus case is replayed as a user would (the installed command, in a child process): its exit code,
+one stderr line per bad record (then the count), the verdicts of its good records (those a replay of the
+good records alone prints), and its peak RSS, read from the kernel for that child alone (os.wait4), within
+a bound above the clean replay's. Children run with a 3 GB address-space limit, so a replay that would
+hold a billion laughs fails fast instead of taking the machine's memory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cli import crashwatch_command
+
+sys.path.insert(0, str(Path(__file__).parent))  # the corpus lives next to this file
+from corpus import CASES, Case, jsonl
+
+ADDRESS_SPACE = 3 << 30
+LONGEST_LINE = 600  # a message quotes the input in short pieces
+
+
+@dataclass
+class Run:
+    code: int
+    stdout: bytes
+    stderr: bytes
+    rss_mb: float
+
+
+def replay(
+    *args: str, stdin: Path | None = None, feed: Iterator[bytes] | None = None, folder: Path, timeout: float = 120
+) -> Run:
+    """`crashwatch replay ARGS` in a child process; its peak RSS from os.wait4."""
+    out_path, err_path = folder / ".stdout", folder / ".stderr"
+    with out_path.open("wb") as out, err_path.open("wb") as err:
+        stdin_file = stdin.open("rb") if stdin is not None else None
+        read_end = write_end = None
+        if feed is not None:
+            read_end, write_end = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [*crashwatch_command(), "replay", *args],
+                stdin=stdin_file
+                if stdin_file is not None
+                else (read_end if read_end is not None else subprocess.DEVNULL),
+                stdout=out,
+                stderr=err,
+            )
+        finally:
+            if stdin_file is not None:
+                stdin_file.close()
+            if read_end is not None:
+                os.close(read_end)
+        if hasattr(resource, "prlimit"):
+            resource.prlimit(proc.pid, resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
+        writer = None
+        if feed is not None:
+            assert write_end is not None
+            writer = threading.Thread(target=_write_all, args=(write_end, feed), daemon=True)
+            writer.start()
+        status, usage = _wait(proc, timeout)
+        if writer is not None:
+            writer.join(timeout=10)
+    run = Run(os.waitstatus_to_exitcode(status), out_path.read_bytes(), err_path.read_bytes(), usage.ru_maxrss / 1024)
+    out_path.unlink()
+    err_path.unlink()
+    return run
+
+
+def _write_all(fd: int, feed: Iterator[bytes]) -> None:
+    try:
+        for piece in feed:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view) :]
+    except OSError:  # the replay stopped reading
+        pass
+    finally:
+        os.close(fd)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, resource.struct_rusage]:
+    deadline = time.monotonic() + timeout
+    while True:
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
+            return status, usage
+        if time.monotonic() > deadline:
+            proc.kill()
+            pid, status, usage = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            pytest.fail(f"replay took more than {timeout} s")
+        time.sleep(0.01)
+
+
+_clean_runs: dict[tuple[bytes, tuple[str, ...]], Run] = {}
+
+
+def clean_replay(case: Case, folder: Path) -> Run:
+    """The replay of the case's good records alone, with the same flags: what the case must print."""
+    content = jsonl(case.clean or [])
+    key = (content, case.args)
+    if key not in _clean_runs:
+        path = folder / "clean.jsonl"
+        path.write_bytes(content)
+        run = replay(*case.args, str(path), folder=folder)
+        assert (run.code, run.stderr) == (0, b""), run.stderr
+        _clean_runs[key] = run
+        path.unlink()
+    return _clean_runs[key]
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Iterator[Path]:
+    """Where a case's log is made; removed as soon as the case is done (the logs are large)."""
+    made = tmp_path / "corpus"
+    made.mkdir()
+    try:
+        yield made
+    finally:
+        shutil.rmtree(made, ignore_errors=True)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
+def test_hostile_log(case: Case, folder: Path) -> None:
+    clean = clean_replay(case, folder)
+    log = case.make(folder)
+    args = list(case.args)
+    if log.feed is not None:
+        run = replay(*args, "-", feed=log.feed(), folder=folder)
+    elif case.stdin:
+        run = replay(*args, "-", stdin=log.path, folder=folder)
+    else:
+        run = replay(*args, str(log.path), folder=folder)
+    err = run.stderr.decode(errors="replace")
+    assert "Traceback" not in err and "internal error" not in err, err[-2000:]
+    assert run.code == case.exit_code, err[-2000:]
+    lines = err.splitlines()
+    assert all(len(line) <= LONGEST_LINE for line in lines), max(lines, key=len)[:2000]
+    if case.stderr is not None:
+        assert err == case.stderr.format(path=log.path)
+    else:
+        expected = len(case.problems)
+        counted = [f"crashwatch: {expected} bad record{'s' if expected != 1 else ''} skipped"] if expected else []
+        assert len(lines) == expected + len(counted), err[-3000:]
+        for line, pattern in zip(lines, case.problems, strict=False):
+            assert line.startswith("crashwatch: ") and re.search(pattern, line), (pattern, line)
+        assert lines[expected:] == counted
+    assert run.stdout == (clean.stdout if case.clean is not None else b""), run.stdout.decode()[-2000:]
+    assert run.rss_mb <= clean.rss_mb + case.rss_mb, (
+        f"peak RSS {run.rss_mb:.0f} MB, the clean replay's {clean.rss_mb:.0f} MB"
+    )
