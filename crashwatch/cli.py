@@ -36,9 +36,9 @@ examples:
   kubectl get pods -A --watch --output-watch-events -o json | crashwatch replay -
   crashwatch replay day1.jsonl.gz day2.jsonl.gz
 
-formats (detected from the content): JSON lines of watch events, kubectl's pretty-printed
---output-watch-events output, a List (kubectl get ... -o json), YAML (.yaml/.yml), any of them
-gzip-compressed; '-' reads standard input.
+formats (detected from the content, never the name): JSON lines of watch events, kubectl's
+pretty-printed --output-watch-events output, a List (kubectl get ... -o json), YAML, any of them
+compressed with gzip, bzip2 or xz, in UTF-8, UTF-16 or UTF-32; '-' reads standard input.
 
 exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stopped at one),
 66 a log cannot be opened or read.
@@ -297,6 +297,14 @@ def build_parser() -> argparse.ArgumentParser:
         "of 32 MB or more; 1: no worker processes)",
     )
     replay.add_argument(
+        "--max-record-size",
+        type=_size,
+        default=16 << 20,
+        metavar="SIZE",
+        help="a record (line, pretty-printed object, YAML document) longer than this is one bad record, "
+        "skipped without being held in memory: 64Mi, 1Gi, 500k, or bytes (default: 16Mi)",
+    )
+    replay.add_argument(
         "--no-progress",
         dest="progress",
         action="store_false",
@@ -462,6 +470,20 @@ def _positive_int(text: str) -> int:
 
 
 MAX_JOBS = 1024
+_SIZE_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30}
+MIN_RECORD_SIZE = 1 << 10
+MAX_RECORD_SIZE = 1 << 40
+
+
+def _size(text: str) -> int:
+    """A size as kubectl writes a quantity (64Mi, 1Gi, 500k, 16M) or plain bytes."""
+    found = re.fullmatch(r"(\d+)(k|M|G|Ki|Mi|Gi)?", text.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"not a size (like 64Mi, 1Gi, 500k, or bytes): {text!r}")
+    value = int(found.group(1)) * _SIZE_UNITS[found.group(2) or ""]
+    if not MIN_RECORD_SIZE <= value <= MAX_RECORD_SIZE:
+        raise argparse.ArgumentTypeError(f"must be from 1Ki to 1Ti, not {text}")
+    return value
 
 
 def _jobs(text: str) -> int:
@@ -500,6 +522,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     progress=args.progress,
                     jobs=args.jobs,
                     group_window=args.group_window,
+                    max_record_size=args.max_record_size,
                 )
             )
         if args.command in ("run", "tail", "record"):

@@ -34,9 +34,9 @@ import msgspec
 
 from pipeline.filter import PodObservation
 from pipeline.views import PodView, pod_view
-from stream.decode import decode_event
+from stream.decode import FAST_ERRORS, read_event
 from stream.events import BadRecord, WatchEvent
-from stream.logs import LogSource, line_ranges, read_line
+from stream.logs import JsonRecords, LogSource, Oversized, line_end, line_ranges
 from stream.objects import Pod
 
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
@@ -48,6 +48,7 @@ class _PodLine(msgspec.Struct, array_like=True, gc=False):
     """A Pod event as a worker sends it: what the main process needs to drop it cheaply is decoded at
     once (one string for the Pod's key); its view and time stay encoded until they are needed."""
 
+    line: int  # its number in the range
     key: str  # namespace and name, by _pod_key
     type: str
     view: msgspec.Raw
@@ -113,7 +114,10 @@ def _map(path: str, identity: tuple[int, int], size: int) -> mmap.mmap:
     return mapped
 
 
-def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, end: int) -> bytes:
+def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, end: int, limit: int) -> bytes:
+    """A range's Pod events, reduced to their views, and where its other lines are. Only a line that
+    starts with `{` is decoded here (any other may belong to a pretty-printed record, which the main
+    process reads), and none longer than the limit."""
     data = _map(path, identity, size)
     view = memoryview(data)
     pods: list[_PodLine] = []
@@ -123,23 +127,26 @@ def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, e
     line_start = start
     try:
         while line_start < end:
-            line_end = find(b"\n", line_start, end)
-            if line_end < 0:
-                line_end = end  # the log's last line, without a newline
+            stop = find(b"\n", line_start, min(end, line_start + limit + 1))
+            if stop < 0:  # the log's last line, without a newline, or one longer than the limit
+                stop, oversized = line_end(data, line_start, end, limit)
+            else:
+                oversized = False
             lines += 1
-            event: WatchEvent | None
-            try:
-                event = decode_event(view[line_start:line_end])
-            except (msgspec.ValidationError, msgspec.DecodeError):
-                event = None
+            event: WatchEvent | None = None
+            if not oversized and data[line_start] == 0x7B:  # {
+                try:
+                    event = read_event(view[line_start:stop])
+                except FAST_ERRORS:
+                    event = None
             if event is not None and isinstance(event.object, Pod):
                 meta = event.object.metadata
                 encoded = msgspec.Raw(_encode(pod_view(event.object)))
                 time = msgspec.Raw(_encode(event.time))
-                pods.append(_PodLine(_pod_key(meta.namespace, meta.name), event.type, encoded, time))
+                pods.append(_PodLine(lines, _pod_key(meta.namespace, meta.name), event.type, encoded, time))
             else:
-                raw.append(_RawLine(lines, line_start, line_end, len(pods)))
-            line_start = line_end + 1
+                raw.append(_RawLine(lines, line_start, stop, len(pods)))
+            line_start = stop + 1
     finally:
         view.release()
     # decoded: drop these pages from this process's resident set (the page cache keeps them)
@@ -158,6 +165,7 @@ class _Task(msgspec.Struct, array_like=True):
     size: int
     start: int
     end: int
+    limit: int
 
 
 _HEADER = struct.Struct("<q")  # the length of the message that follows; negative: an error's text
@@ -180,7 +188,7 @@ def _serve(connection: socket.socket, inherited: list[socket.socket]) -> None:
                 return
             task = decode_task(_receive_exactly(connection, _HEADER.unpack(header)[0]) or b"")
             try:
-                result = _decode_range(task.path, task.identity, task.size, task.start, task.end)
+                result = _decode_range(task.path, task.identity, task.size, task.start, task.end, task.limit)
             except Exception as exc:  # sent back and reported there, never a traceback here
                 text = (str(exc) or type(exc).__name__).encode()
                 connection.sendall(_HEADER.pack(-len(text)) + text)
@@ -289,11 +297,15 @@ class ParallelDecoder:
         self._passed.clear()
 
     async def read(self, source: LogSource, mapped: mmap.mmap) -> AsyncGenerator[list[Item], None]:
-        st = os.fstat(source.stream.fileno())
+        assert source.file is not None
+        st = os.fstat(source.file.fileno())
         size = len(mapped)
+        limit = source.max_record
         cut_at_end = size > 0 and mapped[size - 1 : size] != b"\n"
-        spans = line_ranges(mapped, max(self.jobs * 4, size // self.range_bytes), self.range_bytes // 64)
-        tasks = [_Task(source.stream.name, (st.st_dev, st.st_ino), size, *span) for span in spans]
+        parts = max(self.jobs * 4, size // self.range_bytes)
+        spans = line_ranges(mapped, parts, self.range_bytes // 64, source.offset, limit)
+        tasks = [_Task(source.path, (st.st_dev, st.st_ino), size, *span, limit) for span in spans]
+        records = JsonRecords(source.name, limit, source.damage)
         if self._workers is None:  # no more workers than ranges to decode
             self.jobs = max(1, min(self.jobs, len(tasks)))
             self._workers = _Workers(self.jobs)
@@ -313,37 +325,48 @@ class ParallelDecoder:
                 result = _decode_range_result(data)
                 if index + ahead < len(tasks):
                     workers.send((index + ahead) % self.jobs, tasks[index + ahead])
-                yield self._items(result, source, mapped, base, cut_at_end)
+                yield self._items(result, records, mapped, base, cut_at_end)
                 base += result.lines
             done = True
+            end = records.end(base)
+            if end:
+                yield list(end)
         finally:
             if not done:  # results still on their way must not be read as another log's
                 workers.close()
                 self._workers = None
 
     def _items(
-        self, result: _RangeResult, source: LogSource, mapped: mmap.mmap, base: int, cut_at_end: bool
+        self, result: _RangeResult, records: JsonRecords, mapped: mmap.mmap, base: int, cut_at_end: bool
     ) -> list[Item]:
-        """A range's items in log order: the Pod views that may change something, and the other lines."""
+        """A range's items in log order: the Pod views that may change something, and the other lines,
+        which go through the serial reader's JsonRecords, as they would in a serial read."""
         size = len(mapped)
+        limit = records.limit
         items: list[Item] = []
         taken = 0
         for raw in result.raw:
-            self._pass_on_changed(result.pods, taken, raw.before, items)
+            self._pass_on_changed(result.pods, taken, raw.before, items, records, base)
             taken = raw.before
-            cut = cut_at_end and raw.end == size
-            for item in read_line(mapped[raw.start : raw.end], f"{source.name}:{base + raw.line}", cut):
+            last = cut_at_end and raw.end == size
+            length = raw.end - raw.start
+            line = Oversized(length) if length > limit else mapped[raw.start : raw.end]
+            for item in records.read(line, base + raw.line, last):
                 if isinstance(item, WatchEvent) and type(item.object) is Pod:
                     meta = item.object.metadata
                     self._passed.pop(_pod_key(meta.namespace, meta.name), None)
                 items.append(item)
-        self._pass_on_changed(result.pods, taken, len(result.pods), items)
+        self._pass_on_changed(result.pods, taken, len(result.pods), items, records, base)
         return items
 
-    def _pass_on_changed(self, pods: list[_PodLine], start: int, stop: int, items: list[Item]) -> None:
+    def _pass_on_changed(
+        self, pods: list[_PodLine], start: int, stop: int, items: list[Item], records: JsonRecords, base: int
+    ) -> None:
         passed = self._passed
         for index in range(start, stop):
             pod = pods[index]
+            if records.pending is not None:  # a pretty-printed record was open: this line cuts it short
+                items.extend(records.cut(base + pod.line))
             kind = pod.type
             if kind == "ADDED" or kind == "MODIFIED":
                 if passed.get(pod.key) == pod.view:

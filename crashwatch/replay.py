@@ -2,16 +2,15 @@
 
 Logs are read in a daemon thread, so a pipe on stdin hands over each record as it arrives while the
 stages keep running, and a read blocked on a quiet pipe never keeps the process from exiting; a regular
-file is read in batches. Bad records are reported on stderr as they are
-met; the replay goes on (or, with --strict, drains what came before and stops) and the exit code says so.
+file (standard input redirected from one included) is read in batches. Bad records are reported on
+stderr as they are met; the replay goes on (or, with --strict, drains what came before and stops) and
+the exit code says so.
 """
 
 from __future__ import annotations
 
 import datetime
 import mmap
-import os
-import stat
 import sys
 import threading
 import time
@@ -35,7 +34,7 @@ from pipeline.pipeline import Pipeline
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.events import BadRecord, WatchEvent
-from stream.logs import LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
 
 BUFFER = 16
 
@@ -50,6 +49,7 @@ class ReplayOptions:
     jobs: int | None = None  # decoding processes for large JSON-lines files; None: one per CPU, when it pays
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
+    max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
 
 
 @dataclass
@@ -87,20 +87,13 @@ def _parallel_mapping(source: LogSource, jobs: int, explicit: bool) -> mmap.mmap
     job, and (unless --jobs was given) big enough to repay starting them."""
     if jobs < 2 or source.yaml or not parallel_available():
         return None
-    mapped = map_file(source.stream)
+    mapped = map_file(source)
     if mapped is None:
         return None
-    if (explicit or len(mapped) >= AUTO_MIN_BYTES) and is_json_lines(mapped):
+    if (explicit or len(mapped) - source.offset >= AUTO_MIN_BYTES) and is_json_lines(mapped, source.offset):
         return mapped
     mapped.close()
     return None
-
-
-def _interactive(stream: IO[bytes]) -> bool:
-    try:
-        return not stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
-    except (OSError, ValueError, AttributeError):
-        return False
 
 
 _DONE = object()
@@ -121,7 +114,7 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
     try:
         for source in sources:
             try:
-                for batch in read_log(source, live=_interactive(source.stream)):
+                for batch in read_log(source, live=source.live):
                     if not put((source, batch)):
                         return
             finally:
@@ -172,7 +165,7 @@ async def _read_logs(
     progress: _Progress,
 ) -> None:
     strict = options.strict
-    if not any(_interactive(source.stream) for source in sources):
+    if not any(source.live for source in sources):
         # regular files never block for long: read them in the loop, with no thread to share the GIL with;
         # large JSON-lines files are decoded by worker processes
         jobs = min(options.jobs or usable_cpus(), usable_cpus())  # more processes than CPUs only wait their turn
@@ -233,7 +226,7 @@ async def replay(
     sources: list[LogSource] = []
     try:
         for path in options.logs:
-            sources.append(open_log(path, stdin=stdin))
+            sources.append(open_log(path, stdin=stdin, max_record=options.max_record_size))
     except LogUnreadable as exc:
         for source in sources:
             source.close()

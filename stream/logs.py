@@ -1,86 +1,456 @@
 """Reading recorded watch-event logs, whatever their format, as batches of events and bad records.
 
-Formats are told apart by content, so users need not say what they have: JSON lines (the API server's
-watch stream, or `crashwatch record`), kubectl's pretty-printed objects back to back, a List document,
-YAML (one or several documents), any of them gzip-compressed, and `-` for standard input. Each record is
-decoded by `stream.decode`, the same code the live watch uses.
+Formats are told apart by content, never by the file's name, so users need not say what they have: JSON
+lines (the API server's watch stream, or `crashwatch record`), kubectl's pretty-printed objects back to
+back, a List document, YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
+in UTF-8 (with or without a byte order mark), UTF-16 or UTF-32, and `-` for standard input. Each record
+is decoded by `stream.decode`, the same code the live watch uses.
+
+Hostile or broken input costs what it spoils and no more: a record longer than the limit is skipped
+without being held (a line is never accumulated past it, and a growing line is never copied again and
+again), one bad record is reported once and the next one is read as if nothing happened, damaged
+compressed data keeps everything before the damage, and every message fits on one line.
 """
 
 from __future__ import annotations
 
-import gzip
+import bz2
+import codecs
 import io
+import lzma
 import mmap
+import os
+import re
+import stat
 import sys
 import zlib
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
-import msgspec
 import yaml
 
-from stream.decode import Decoded, RecordProblem, decode_event, decode_json, from_value
+from stream.decode import (
+    FAST_ERRORS,
+    Decoded,
+    RecordProblem,
+    clip,
+    decode_json,
+    read_event,
+    yaml_documents,
+)
 from stream.events import BadRecord, WatchEvent
 
 BATCH = 256
+CHUNK = 1 << 22
+MAX_RECORD = 16 << 20  # a few MB above the largest object the API server stores (etcd's 1.5 MB request limit)
 CUT_AT_END = "record is cut short (the log ends before it closes)"
+SNIFF = 1 << 16  # how much of a log's beginning may be read to tell its format
 LogItem = WatchEvent | BadRecord
 
 
 class LogUnreadable(Exception):
-    """A log that cannot be opened or read at all (missing, a folder, no permission)."""
+    """A log that cannot be opened or read at all (missing, a folder, no permission, a closed stdin)."""
+
+
+def size_text(size: int) -> str:
+    """A byte count as kubectl writes a quantity, when it is a round one (16Mi), else in bytes."""
+    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
+        if size >= 1 << shift and size % (1 << shift) == 0:
+            return f"{size >> shift}{unit}"
+    return f"{size:,} bytes"
+
+
+def too_large(size: int | None, limit: int, what: str = "record") -> str:
+    """The message for a record longer than the limit (of `size` bytes, when that is known)."""
+    length = "longer than" if size is None else f"{size:,} bytes, more than"
+    return f"{what} is {length} the limit of {size_text(limit)} (--max-record-size): skipped"
 
 
 @dataclass
 class LogSource:
-    """One LOG argument, opened. `name` is how messages refer to it."""
+    """One LOG argument, opened. `name` is how messages refer to it; `stream` gives its content (already
+    decompressed and in UTF-8); `file` is the plain regular file behind it, when there is one and
+    `stream` reads it unchanged from `offset` on, so it can be mapped and handed to worker processes,
+    which open it again by `path`."""
 
     name: str
     stream: IO[bytes]
     yaml: bool
+    max_record: int = MAX_RECORD
+    live: bool = False
+    file: IO[bytes] | None = None
+    path: str = ""
+    offset: int = 0
+    layers: list[_Damageable] = field(default_factory=list)
+    closing: list[IO[bytes]] = field(default_factory=list)
+
+    def damage(self) -> str | None:
+        """What stopped the content early (truncated or corrupt compressed data, broken UTF-16), if anything."""
+        for layer in self.layers:
+            if layer.damage is not None:
+                return layer.damage
+        return None
 
     def close(self) -> None:
-        if self.stream is not sys.stdin.buffer:
-            self.stream.close()
+        for stream in self.closing:
+            stream.close()
 
 
-def open_log(path: str, stdin: IO[bytes] | None = None) -> LogSource:
-    """Open a log and detect compression; raise LogUnreadable with a one-line reason."""
+def open_log(path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD) -> LogSource:
+    """Open a log, detect its compression, encoding and format; raise LogUnreadable with a one-line reason."""
     name = "<stdin>" if path == "-" else path
+    closing: list[IO[bytes]] = []
+    if path == "-":
+        if stdin is None:
+            if sys.stdin is None:  # started with its standard input closed
+                raise LogUnreadable(f"{name}: cannot read: standard input is closed")
+            stdin = sys.stdin.buffer
+        raw = stdin
+    else:
+        try:
+            raw = open(path, "rb")  # noqa: SIM115
+        except IsADirectoryError:
+            raise LogUnreadable(f"{name}: is a directory, not a log") from None
+        except OSError as exc:
+            raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
+        closing.append(raw)
     try:
-        raw: IO[bytes] = (stdin or sys.stdin.buffer) if path == "-" else open(path, "rb")  # noqa: SIM115
-    except IsADirectoryError:
-        raise LogUnreadable(f"{name}: is a directory, not a log") from None
+        return _open(name, raw, closing, max_record)
+    except LogUnreadable:
+        for stream in closing:
+            stream.close()
+        raise
     except OSError as exc:
-        raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
-    buffered = raw if hasattr(raw, "peek") else _Buffered(raw)
-    try:
-        head = buffered.peek(2)[:2]  # type: ignore[attr-defined]
-    except OSError as exc:
+        for stream in closing:
+            stream.close()
         raise LogUnreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
-    stream: IO[bytes] = buffered
-    if head == b"\x1f\x8b":
-        stream = gzip.GzipFile(fileobj=buffered, mode="rb")  # type: ignore[assignment]
-    base = name[:-3] if name.endswith(".gz") else name
-    is_yaml = base.endswith((".yaml", ".yml"))
-    if not is_yaml and not base.endswith((".json", ".jsonl", ".ndjson", ".log")):
-        is_yaml = _looks_like_yaml(stream)
-    return LogSource(name=name, stream=stream, yaml=is_yaml)
 
 
-def _Buffered(raw: IO[bytes]) -> IO[bytes]:
-    return io.BufferedReader(cast(Any, raw))
+def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) -> LogSource:
+    stream = raw if hasattr(raw, "peek") else io.BufferedReader(cast(Any, raw))
+    source = LogSource(name=name, stream=stream, yaml=False, max_record=max_record, closing=closing)
+    mode = _mode(stream)
+    plain = mode is not None and stat.S_ISREG(mode)
+    source.live = mode is not None and not plain  # a pipe, a terminal, a socket: records as they come
+    head = _peek(stream, 6)
+    compression = _compression(head)
+    if compression == "zstd":
+        raise LogUnreadable(f"{name}: compressed with zstd, which crashwatch does not read: decompress it first")
+    if compression is not None:
+        layer = _Decompressed(stream, compression)
+        source.layers.append(layer)
+        stream = io.BufferedReader(layer, CHUNK)
+        plain = False
+    head = _peek(stream, 4)
+    encoding = _encoding(head)
+    skip = 0
+    if encoding == "utf-8-sig":
+        skip = 3
+    elif encoding is not None:
+        text = _Transcoded(stream, encoding)
+        source.layers.append(text)
+        stream = io.BufferedReader(text, CHUNK)
+        plain = False
+    if plain:
+        source.file = stream
+        source.offset = stream.tell() + skip
+        fd = stream.fileno()
+        source.path = f"/dev/fd/{fd}" if name == "<stdin>" else name
+        sniffed = os.pread(fd, SNIFF, source.offset)
+        if skip:
+            stream.read(skip)
+    else:
+        if skip:
+            stream.read(skip)
+        sniffed = _read_head(stream)
+        stream = io.BufferedReader(_Prefixed(sniffed, stream))
+    source.stream = stream
+    source.yaml = sniff_yaml(sniffed, name)
+    return source
 
 
-def _looks_like_yaml(stream: IO[bytes]) -> bool:
-    """Sniff a log with no telling name: JSON starts with `{` or `[`, anything else is read as YAML."""
+def _mode(stream: IO[bytes]) -> int | None:
     try:
-        head = stream.peek(4096)  # type: ignore[attr-defined]
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile):
-        return False
-    stripped = head.lstrip()
-    return bool(stripped) and stripped[:1] not in (b"{", b"[")
+        return os.fstat(stream.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _read_some(stream: IO[bytes], size: int) -> bytes:
+    """What a stream has, up to `size` bytes, waiting only when it has nothing (a pipe being written)."""
+    read1 = getattr(stream, "read1", None)
+    return bytes(read1(size) if read1 is not None else stream.read(size))
+
+
+def _peek(stream: IO[bytes], size: int) -> bytes:
+    return bytes(stream.peek(size)[:size])  # type: ignore[attr-defined]
+
+
+def _compression(head: bytes) -> str | None:
+    if head[:2] == b"\x1f\x8b":
+        return "gzip"
+    if head[:3] == b"BZh" and head[3:4].isdigit():
+        return "bzip2"
+    if head[:6] == b"\xfd7zXZ\x00":
+        return "xz"
+    if head[:4] == b"\x28\xb5\x2f\xfd":
+        return "zstd"
+    return None
+
+
+def _encoding(head: bytes) -> str | None:
+    """UTF-8 with a byte order mark, or UTF-16/32 (with one, or told by the zero bytes around ASCII)."""
+    if head[:3] == b"\xef\xbb\xbf":
+        return "utf-8-sig"
+    if head[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
+        return "utf-32"
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    if len(head) == 4 and 0 < head[0] < 0x80:
+        if head[1:] == b"\x00\x00\x00":
+            return "utf-32-le"
+        if head[1] == 0 and head[3] == 0 and head[2]:
+            return "utf-16-le"
+    if len(head) == 4 and 0 < head[3] < 0x80:
+        if head[:3] == b"\x00\x00\x00":
+            return "utf-32-be"
+        if head[0] == 0 and head[2] == 0 and head[1]:
+            return "utf-16-be"
+    return None
+
+
+def _read_head(stream: IO[bytes]) -> bytes:
+    """The first lines of a stream, up to the first that tells the format (or SNIFF bytes)."""
+    head = b""
+    while len(head) < SNIFF:
+        line = stream.readline(SNIFF - len(head))
+        if not line:
+            break
+        head += line
+        if _line_format(line) is not None:
+            break
+    return head
+
+
+_YAML_KEY = re.compile(rb"""["']?(?:apiVersion|kind|metadata|type|object|items|spec|status|time)["']?[ \t]*:(?:\s|$)""")
+
+
+def _line_format(line: bytes) -> str | None:
+    """What a line at the top of a log says of its format: "json", "yaml", or None (a warning, a comment)."""
+    first = line[:1]
+    if first in (b"{", b"[", b"}", b"]"):
+        return "json"
+    if line.startswith((b"---", b"%YAML", b"%TAG", b"- ")) or line.rstrip() == b"-" or _YAML_KEY.match(line):
+        return "yaml"
+    return None
+
+
+def sniff_yaml(head: bytes, name: str) -> bool:
+    """Whether a log is YAML, from its first line that tells: JSON starts a line with a brace or a bracket,
+    YAML with `---`, `- ` or a key a Kubernetes object or watch event has. Lines that tell nothing (a
+    kubectl warning, a comment, a record cut at its start) are passed over; when none tells, a `.yaml`
+    or `.yml` name does, and otherwise it is read as JSON."""
+    for line in head.splitlines():
+        said = _line_format(line)
+        if said is not None:
+            return said == "yaml"
+    base = name[: -len(".gz")] if name.endswith(".gz") else name
+    return base.endswith((".yaml", ".yml"))
+
+
+# --- the layers under a log's content: decompression and transcoding ---------------------------------
+
+
+class _Damageable(io.RawIOBase):
+    """A stream that ends, instead of failing, where its input is damaged, and says why in `damage`:
+    everything read before the damage is kept."""
+
+    damage: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+
+class _Decompressor:
+    """zlib's, bz2's and lzma's decompressors behind one interface, one compressed member at a time."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.inner: Any = self._new()
+        self.started = False
+        self.full = False  # zlib filled the last output: it may hold more without further input
+
+    def _new(self) -> Any:
+        if self.kind == "gzip":
+            return zlib.decompressobj(wbits=31)
+        if self.kind == "bzip2":
+            return bz2.BZ2Decompressor()
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+
+    def restart(self) -> None:
+        self.inner = self._new()
+        self.started = False
+        self.full = False
+
+    def magic(self, data: bytes) -> bool:
+        return _compression(data[:6]) == self.kind
+
+    def decompress(self, data: bytes, size: int) -> tuple[bytes, bytes]:
+        """Up to `size` bytes of output, and the input not consumed yet."""
+        if data:
+            self.started = True
+        if self.kind == "gzip":
+            out = self.inner.decompress(data, size)
+            self.full = len(out) == size
+            return out, self.inner.unconsumed_tail
+        if data or not self.inner.needs_input:
+            return self.inner.decompress(data, size), b""
+        return b"", b""
+
+    @property
+    def eof(self) -> bool:
+        return bool(self.inner.eof)
+
+    @property
+    def unused(self) -> bytes:
+        return bytes(self.inner.unused_data)
+
+    def pending(self) -> bool:
+        """Whether output may still be held without more input."""
+        if self.kind == "gzip":
+            return self.full and not self.inner.eof
+        return not self.inner.needs_input and not self.inner.eof
+
+
+_DECOMPRESSION_ERRORS = (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError)
+
+
+class _Decompressed(_Damageable):
+    """A compressed log's content, member after member (`cat a.gz b.gz` is one gzip log)."""
+
+    def __init__(self, raw: IO[bytes], kind: str) -> None:
+        self.raw = raw
+        self.kind = kind
+        self.decompressor = _Decompressor(kind)
+        self.input = b""
+        self.done = False
+
+    def readinto(self, buffer: Any) -> int:
+        size = len(buffer)
+        decompressor = self.decompressor
+        while not self.done and size:
+            if decompressor.eof:
+                rest = decompressor.unused + self.input
+                self.input = b""
+                if not self._next_member(rest):
+                    return 0
+                continue
+            if not self.input and not decompressor.pending():
+                self.input = _read_some(self.raw, 1 << 16)
+                if not self.input:
+                    if decompressor.started:
+                        self._damaged(f"compressed data ends early (truncated {self.kind})")
+                    else:
+                        self.done = True  # a clean end between members
+                    return 0
+            try:
+                out, self.input = decompressor.decompress(self.input, size)
+            except _DECOMPRESSION_ERRORS as exc:
+                self._damaged(f"compressed data is corrupt ({self.kind}: {exc})")
+                return 0
+            if out:
+                buffer[: len(out)] = out
+                return len(out)
+        return 0
+
+    def _next_member(self, rest: bytes) -> bool:
+        """After a member's end: another member, zero padding, the end, or garbage (damage)."""
+        while True:
+            rest = rest.lstrip(b"\x00")
+            if not rest:
+                rest = _read_some(self.raw, 1 << 16)
+                if not rest:
+                    self.done = True
+                    return False
+                continue
+            if len(rest) < 6:
+                more = _read_some(self.raw, 6)
+                if more:
+                    rest += more
+                    continue
+            if self.decompressor.magic(rest):
+                self.decompressor.restart()
+                self.input = rest
+                return True
+            self._damaged(f"compressed data is followed by something that is not {self.kind} (trailing garbage)")
+            return False
+
+    def _damaged(self, why: str) -> None:
+        self.damage = why
+        self.done = True
+
+
+class _Transcoded(_Damageable):
+    """A UTF-16 or UTF-32 log, as UTF-8."""
+
+    def __init__(self, raw: IO[bytes], encoding: str) -> None:
+        self.raw = raw
+        self.name = encoding.upper().replace("-LE", " LE").replace("-BE", " BE")
+        self.decoder = codecs.getincrementaldecoder(encoding)()
+        self.ready = b""
+        self.done = False
+
+    def readinto(self, buffer: Any) -> int:
+        while not self.ready and not self.done:
+            data = _read_some(self.raw, 1 << 16)
+            try:
+                self.ready = self.decoder.decode(data, final=not data).encode("utf-8", "surrogatepass")
+            except UnicodeDecodeError as exc:
+                self.damage = f"not valid {self.name} ({exc.reason})"
+                self.done = True
+            if not data:
+                self.done = True
+        count = min(len(buffer), len(self.ready))
+        buffer[:count] = self.ready[:count]
+        self.ready = self.ready[count:]
+        return count
+
+
+class _Prefixed(io.RawIOBase):
+    """What was read to tell the format, then the rest of the stream, as if nothing had been read."""
+
+    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
+        self.head = head
+        self.rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.head:
+            count = min(len(buffer), len(self.head))
+            buffer[:count] = self.head[:count]
+            self.head = self.head[count:]
+            return count
+        data = self.rest.read1(len(buffer))  # type: ignore[attr-defined]
+        buffer[: len(data)] = data
+        return len(data)
+
+
+# --- lines -------------------------------------------------------------------------------------------
+
+
+class Oversized(bytes):
+    """A line longer than the limit, in place of its content (never read into memory): `size` bytes, or
+    at least that many when it runs to the end of the log."""
+
+    size: int
+
+    def __new__(cls, size: int) -> Oversized:
+        line = super().__new__(cls)
+        line.size = size
+        return line
 
 
 def read_log(source: LogSource, live: bool = False) -> Iterator[list[LogItem]]:
@@ -90,7 +460,7 @@ def read_log(source: LogSource, live: bool = False) -> Iterator[list[LogItem]]:
     complete; otherwise the log is read in large chunks and its records handed over in batches.
     """
     if source.yaml:
-        yield from _batched(_read_yaml(source), 1 if live else BATCH)
+        yield from _batched(_read_yaml(source, live), 1 if live else BATCH)
     else:
         yield from _read_json(source, live)
 
@@ -106,257 +476,469 @@ def _batched(items: Iterable[LogItem], size: int) -> Iterator[list[LogItem]]:
         yield batch
 
 
-CHUNK = 1 << 22
+Lines = Iterator[tuple[list[Any], bool]]
 
 
-def _lines(stream: IO[bytes], live: bool) -> Iterator[tuple[list[Any], bool]]:
-    """Lists of lines (bytes or memoryviews), without their newlines; the flag marks a last line that had none.
+def _lines(source: LogSource, live: bool) -> Lines:
+    """Lists of lines (bytes or memoryviews, or `Oversized`), without their newlines; the flag marks a
+    last line that had none.
 
-    A file is read 4 MB at a time and its lines are handed out as memoryview slices of the chunk: msgspec
-    decodes from a buffer, so a 10 KB Pod line is never copied. A live pipe is read line by line so that
-    nothing waits for a chunk to fill.
+    A plain file is mapped and its lines handed out as memoryview slices of the mapping: msgspec decodes
+    from a buffer, so a 10 KB Pod line is never copied. Other streams are read 4 MB at a time (a line
+    that spans chunks is joined once, when its end comes); a live pipe line by line, so that nothing
+    waits for a chunk to fill. No line longer than the limit is ever held.
     """
+    limit = source.max_record
     if live:
-        for line in stream:
-            if line.endswith(b"\n"):
-                yield [line[:-1]], False
-            else:
-                yield [line], True
-        return
-    mapped = map_file(stream)
+        return _live_lines(source.stream, limit)
+    mapped = map_file(source)
     if mapped is not None:
-        yield from _mapped_lines(mapped)
-        return
-    rest = b""
+        return _mapped_lines(mapped, source.offset, limit)
+    return _chunked_lines(source.stream, limit)
+
+
+def _live_lines(stream: IO[bytes], limit: int) -> Lines:
+    while line := stream.readline(limit + 1):
+        if line.endswith(b"\n"):
+            yield [line[:-1]], False
+        elif len(line) <= limit:
+            yield [line], True  # the end of the log, without a newline
+        else:
+            skipped = len(line)
+            while more := stream.readline(CHUNK):
+                if more.endswith(b"\n"):
+                    yield [Oversized(skipped + len(more) - 1)], False
+                    break
+                skipped += len(more)
+            else:
+                yield [Oversized(skipped)], True
+                return
+
+
+def _chunked_lines(stream: IO[bytes], limit: int) -> Lines:
+    held: list[bytes] = []  # the pieces of a line that spans chunks: joined once, when it ends
+    size = 0
+    skipping = False  # the line being read is longer than the limit: nothing of it is held
     while chunk := stream.read(CHUNK):
-        buffer = rest + chunk if rest else chunk
-        view = memoryview(buffer)
-        find = buffer.find
         lines: list[Any] = []
         position = 0
+        if held or skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                size += len(chunk)
+                if not skipping and size > limit:
+                    held, skipping = [], True
+                elif not skipping:
+                    held.append(chunk)
+                continue
+            size += end
+            if skipping or size > limit:
+                lines.append(Oversized(size))
+            else:
+                held.append(chunk[:end])
+                lines.append(b"".join(held))
+            held, size, skipping, position = [], 0, False, end + 1
+        view = memoryview(chunk)
+        find = chunk.find
         while (end := find(b"\n", position)) >= 0:
-            lines.append(view[position:end])
+            lines.append(view[position:end] if end - position <= limit else Oversized(end - position))
             position = end + 1
-        rest = buffer[position:]
+        if position < len(chunk):
+            size = len(chunk) - position
+            if size > limit:
+                skipping = True
+            else:
+                held = [chunk[position:]]
         if lines:
             yield lines, False
-    if rest:
-        yield [rest], True
+    if skipping:
+        yield [Oversized(size)], True
+    elif held:
+        yield [b"".join(held)], True
 
 
-def map_file(stream: IO[bytes]) -> mmap.mmap | None:
+def map_file(source: LogSource) -> mmap.mmap | None:
     """A plain file, mapped: its lines are then decoded straight from the page cache, with no copy."""
-    if not isinstance(stream, io.BufferedReader) or not isinstance(stream.raw, io.FileIO):
+    if source.file is None:
         return None
     try:
-        return mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(source.file.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):  # empty, or not mappable: read it instead
         return None
+    if len(mapped) <= source.offset:
+        mapped.close()
+        return None
+    return mapped
 
 
-def _mapped_lines(mapped: mmap.mmap) -> Iterator[tuple[list[Any], bool]]:
+_WINDOW = 1 << 22
+
+
+def line_end(mapped: mmap.mmap, start: int, stop: int, limit: int) -> tuple[int, bool]:
+    """Where the line that starts at `start` ends (its newline, or `stop`), and whether it is longer than
+    `limit`. The scan of a long line goes 4 MB at a time and drops the pages it has passed from this
+    process's resident set, so a gigabyte on one line costs no gigabyte of memory."""
+    end = mapped.find(b"\n", start, min(stop, start + limit + 1))
+    if end >= 0:
+        return end, False
+    if stop - start <= limit:
+        return stop, False
+    position = start + limit + 1
+    while position < stop:
+        window = min(stop, position + _WINDOW)
+        end = mapped.find(b"\n", position, window)
+        _release(mapped, start, window if end < 0 else end)
+        if end >= 0:
+            return end, True
+        position = window
+    return stop, True
+
+
+def _release(mapped: mmap.mmap, start: int, end: int) -> None:
+    first = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    last = end - end % mmap.PAGESIZE
+    if last > first and hasattr(mapped, "madvise"):
+        mapped.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def _mapped_lines(mapped: mmap.mmap, start: int, limit: int) -> Lines:
     view = memoryview(mapped)
     find = mapped.find
     size = len(mapped)
-    position = released = 0
+    position = start
+    released = start - start % mmap.PAGESIZE
     while position < size:
         stop = min(position + CHUNK, size)
         lines: list[Any] = []
-        while position < stop and (end := find(b"\n", position)) >= 0:
-            lines.append(view[position:end])
+        last = False
+        while position < stop:
+            end = find(b"\n", position, position + limit + 1)
+            if end < 0:
+                end, oversized = line_end(mapped, position, size, limit)
+                last = end == size
+                lines.append(Oversized(end - position) if oversized else bytes(view[position:end]))
+            else:
+                lines.append(view[position:end])
             position = end + 1
         if lines:
-            yield lines, False
+            yield lines, last
             # those lines are decoded now: drop their pages from this mapping, so a replay of a large
             # log does not hold the whole file in its resident set (the page cache keeps them anyway)
-            upto = position - position % mmap.PAGESIZE
+            upto = min(position, size)
+            upto -= upto % mmap.PAGESIZE
             if upto > released and hasattr(mapped, "madvise"):
                 mapped.madvise(mmap.MADV_DONTNEED, released, upto - released)
                 released = upto
-        if position < size and find(b"\n", position) < 0:
-            yield [bytes(view[position:])], True
-            return
 
 
-def _emit(decoded: Decoded, where: str) -> Iterator[LogItem]:
+# --- JSON: lines, and kubectl's pretty-printed records --------------------------------------------------
+
+
+class JsonRecords:
+    """The records of a JSON log, line by line, in one pass that needs no mode.
+
+    A line that is a record on its own is one (the fast path: one typed decode); a line that is just `{`
+    opens a pretty-printed record, which runs to the next line that starts with `}`. Inside such a record
+    every line is indented, so a line that starts anything else at column 0 (`{`, a warning) means the
+    record was cut short: it is reported and that line is read afresh. So one cut or stray line never
+    swallows the records around it, and JSON lines and kubectl's output read alike, even mixed.
+    """
+
+    def __init__(self, name: str, limit: int, damage: Callable[[], str | None] = lambda: None) -> None:
+        self.name = name
+        self.limit = limit
+        self.damage = damage
+        self.pending: list[bytes] | None = None  # the lines of an open pretty-printed record
+        self.size = 0
+        self.start = 0
+        self.skipping = False  # the open record is longer than the limit: reported, its lines dropped
+        self.damage_told = False
+
+    def read(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
+        """A line's events and bad records (the fast path first, unless a record is open)."""
+        if self.pending is None:
+            try:
+                return [read_event(line)]
+            except FAST_ERRORS:
+                pass
+        return self.line(line, lineno, last)
+
+    def line(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
+        """A line the fast path did not take (or was not tried on, inside a pretty-printed record)."""
+        if self.pending is not None:
+            return self._continue(line, lineno, last)
+        if type(line) is Oversized:
+            return [BadRecord(f"{self.name}:{lineno}", too_large(line.size, self.limit))]
+        data = bytes(line)
+        stripped = data.strip()
+        if not stripped:
+            return []
+        if stripped == b"{" and data[:1] == b"{":
+            self.pending, self.size, self.start, self.skipping = [data], len(data), lineno, False
+            return []
+        return self._decode(data, f"{self.name}:{lineno}", last)
+
+    def cut(self, lineno: int) -> list[LogItem]:
+        """A record starts at `lineno` (the fast path read it): an open pretty-printed record is cut short."""
+        if self.pending is None:
+            return []
+        return self._cut(f"a new one starts at line {lineno} before it closes")
+
+    def _cut(self, why: str) -> list[LogItem]:
+        told = self.skipping
+        self.pending, self.skipping = None, False
+        return [] if told else [BadRecord(f"{self.name}:{self.start}", f"record is cut short ({why})")]
+
+    def _continue(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
+        pending = self.pending
+        assert pending is not None
+        if type(line) is Oversized:
+            return self._too_large()
+        first = bytes(line[:1])
+        if first == b"}":
+            told = self.skipping
+            self.pending, self.skipping = None, False
+            if told:
+                return []
+            size = self.size + len(line)
+            if size > self.limit:
+                return [BadRecord(f"{self.name}:{self.start}", too_large(size, self.limit))]
+            return self._decode(b"\n".join([*pending, bytes(line)]), f"{self.name}:{self.start}", last)
+        if first == b"{":
+            return [*self._cut(f"a new one starts at line {lineno} before it closes"), *self.line(line, lineno, last)]
+        if first not in (b"", b" ", b"\t", b"\r"):
+            return [*self._cut(f"line {lineno} does not continue it"), *self.line(line, lineno, last)]
+        if not self.skipping:
+            self.size += len(line) + 1
+            if self.size > self.limit:
+                return self._too_large()
+            pending.append(bytes(line))
+        return []
+
+    def _too_large(self) -> list[LogItem]:
+        if self.skipping:
+            return []
+        self.skipping = True
+        self.pending = []  # nothing of it is held any longer
+        return [BadRecord(f"{self.name}:{self.start}", too_large(None, self.limit))]
+
+    def _decode(self, data: bytes, where: str, last: bool) -> list[LogItem]:
+        try:
+            decoded = decode_json(data)
+        except RecordProblem as exc:
+            if last and exc.cut:
+                # a final line with no newline that does not close is what a killed writer leaves, or
+                # what damaged compressed data ends with: one message says which
+                return [BadRecord(where, self._end_problem())]
+            return [BadRecord(where, str(exc))]
+        return _emit(decoded, where)
+
+    def _end_problem(self) -> str:
+        damage = self.damage()
+        if damage is None:
+            return CUT_AT_END
+        self.damage_told = True
+        return f"cannot read further: {damage}"
+
+    def end(self, lineno: int) -> list[LogItem]:
+        """The log has ended after `lineno` lines: a record still open is cut short, and damage is told."""
+        items: list[LogItem] = []
+        if self.pending is not None and not self.skipping:
+            items.append(BadRecord(f"{self.name}:{self.start}", self._end_problem()))
+        self.pending = None
+        damage = self.damage()
+        if damage is not None and not self.damage_told:
+            items.append(BadRecord(f"{self.name}:{lineno + 1}", f"cannot read further: {damage}"))
+            self.damage_told = True
+        return items
+
+
+def _emit(decoded: Decoded, where: str) -> list[LogItem]:
     events, problems = decoded
-    yield from events
-    for problem in problems:
-        yield BadRecord(where, problem)
+    items: list[LogItem] = list(events)
+    items.extend(BadRecord(where, problem) for problem in problems)
+    return items
 
 
 def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
-    """JSON lines, or pretty-printed values whose top-level braces stand at column 0.
+    """JSON lines, or pretty-printed values whose top-level braces stand at column 0 (see JsonRecords).
 
-    The first record settles the mode: if it is complete on its line, every line is a record, so one cut
-    line cannot swallow the rest; otherwise a record runs from a `{` at column 0 to the next `}` there.
-    JSON lines take a tight path (one typed decode per line); anything unusual falls back to
-    `stream.decode`, which classifies the record and explains a bad one.
+    JSON lines take a tight path (one typed decode per line); anything unusual goes to JsonRecords.line,
+    which classifies the record and explains a bad one.
     """
     size = 1 if live else BATCH
     name = source.name
+    records = JsonRecords(name, source.max_record, source.damage)
     out: list[LogItem] = []
     lineno = 0
-    pending: list[bytes] = []
-    start = 0
-    one_per_line: bool | None = None
-    fast = decode_event
+    fast = read_event
     try:
-        for lines, unterminated in _lines(source.stream, live):
+        for lines, unterminated in _lines(source, live):
+            last_line = lines[-1] if unterminated else None
             for line in lines:
                 lineno += 1
-                if one_per_line:
+                if records.pending is None:
                     try:
                         out.append(fast(line))
-                    except (msgspec.ValidationError, msgspec.DecodeError):
-                        out.extend(explain_line(line, f"{name}:{lineno}", cut=unterminated and line is lines[-1]))
-                    if len(out) >= size:
-                        yield out
-                        out = []
-                    continue
-                line = bytes(line)
-                if pending:
-                    if line[:1] == b"}":
-                        pending.append(line)
-                        out.extend(_decode_at(b"\n".join(pending), f"{name}:{start}"))
-                        pending = []
-                    elif line[:1] == b"{":
-                        problem = f"record is cut short (a new one starts at line {lineno} before it closes)"
-                        out.append(BadRecord(f"{name}:{start}", problem))
-                        pending, start = [line], lineno
-                    else:
-                        pending.append(line)
-                elif not line or line.isspace():
-                    continue
-                elif one_per_line is False:
-                    if line.rstrip() == b"{":
-                        pending, start = [line], lineno
-                    else:
-                        out.extend(_decode_at(line, f"{name}:{lineno}"))
-                else:
-                    try:
-                        decoded = decode_json(line)
-                    except RecordProblem as exc:
-                        if line[:1] == b"{" and "cut short" in str(exc) and not unterminated:
-                            one_per_line = False
-                            pending, start = [line], lineno
-                            continue
-                        one_per_line = True
-                        out.append(BadRecord(f"{name}:{lineno}", CUT_AT_END if unterminated else str(exc)))
+                        if len(out) >= size:
+                            yield out
+                            out = []
                         continue
-                    one_per_line = True
-                    out.extend(_emit(decoded, f"{name}:{lineno}"))
+                    except FAST_ERRORS:
+                        pass
+                out.extend(records.line(line, lineno, line is last_line))
                 if len(out) >= size:
                     yield out
                     out = []
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+    except OSError as exc:
         out.append(BadRecord(f"{name}:{lineno + 1}", f"cannot read further: {_io_problem(exc)}"))
     else:
-        if pending:
-            out.append(BadRecord(f"{name}:{start}", CUT_AT_END))
+        out.extend(records.end(lineno))
     if out:
         yield out
 
 
-def read_line(line: bytes | memoryview, where: str, cut: bool) -> Iterator[LogItem]:
-    """One line of a JSON-lines log, as `_read_json` reads it: the fast path, else `explain_line`."""
-    try:
-        return iter((decode_event(line),))
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        return explain_line(line, where, cut)
-
-
-def explain_line(line: bytes | memoryview, where: str, cut: bool) -> Iterator[LogItem]:
-    """A line of a JSON-lines log that the fast path refused: nothing if blank, else its events or why not.
-
-    `cut` marks the log's last line when it has no newline (what a killed recorder leaves).
-    """
-    data = bytes(line)
-    if not data or data.isspace():
-        return iter(())
-    return _decode_at(data, where, last=cut)
-
-
-def is_json_lines(data: mmap.mmap | bytes) -> bool:
-    """Whether a log's first record is complete on its line: then `_read_json` reads it as JSON lines."""
-    start = 0
+def is_json_lines(data: mmap.mmap | bytes, start: int = 0) -> bool:
+    """Whether a log looks like JSON lines (its first record is not a pretty-printed `{` line): then
+    worker processes can decode it line by line. Only a matter of speed: the result is the same."""
     size = len(data)
     while start < size:
-        stop = data.find(b"\n", start)
+        stop = data.find(b"\n", start, start + SNIFF)
         if stop < 0:
-            return False  # a single line without newline: the plain reader decides what it is
-        line = data[start:stop]
-        if line and not line.isspace():
-            try:
-                decode_json(line)
-            except RecordProblem:
-                return False
-            return True
+            return True  # a first line longer than that: no pretty-printed record starts so
+        line = data[start:stop].strip()
+        if line:
+            return line != b"{"
         start = stop + 1
     return False
 
 
-def line_ranges(data: mmap.mmap | bytes, parts: int, smallest: int) -> list[tuple[int, int]]:
-    """Byte ranges that cover `data` in about `parts` pieces of at least `smallest` bytes, each ending
-    just after a newline (the last one at the end): lines never straddle two ranges."""
+def line_ranges(
+    data: mmap.mmap, parts: int, smallest: int, start: int = 0, limit: int = MAX_RECORD
+) -> list[tuple[int, int]]:
+    """Byte ranges that cover `data` from `start` in about `parts` pieces of at least `smallest` bytes,
+    each ending just after a newline (the last one at the end): lines never straddle two ranges."""
     size = len(data)
-    step = max(smallest, -(-size // max(parts, 1)))
+    step = max(smallest, -(-(size - start) // max(parts, 1)))
     ranges: list[tuple[int, int]] = []
-    start = 0
     while start < size:
-        cut = data.find(b"\n", min(start + step, size) - 1)
-        end = size if cut < 0 else cut + 1
+        from_ = min(start + step, size) - 1
+        cut, _ = line_end(data, from_, size, limit)
+        end = min(cut + 1, size)
         ranges.append((start, end))
         start = end
     return ranges
 
 
-def _decode_at(data: bytes, where: str, last: bool = False) -> Iterator[LogItem]:
-    try:
-        decoded = decode_json(data)
-    except RecordProblem as exc:
-        # a final line with no newline that does not parse is what a killed recorder leaves
-        yield BadRecord(where, CUT_AT_END if last else str(exc))
-        return
-    yield from _emit(decoded, where)
+# --- YAML ----------------------------------------------------------------------------------------------
+
+_DOCUMENT_START = re.compile(rb"---(?:[ \t\r]|$)")
 
 
-class _Loader(yaml.CSafeLoader if hasattr(yaml, "CSafeLoader") else yaml.SafeLoader):  # type: ignore[misc]
-    """Safe YAML that keeps timestamps as the strings the API server sent."""
+class Stray(bytes):
+    """Lines before a YAML log's first document that tell nothing of it (a kubectl warning)."""
 
 
-def _timestamp_as_text(loader: yaml.BaseLoader, node: yaml.Node) -> Any:
-    return loader.construct_scalar(node)  # type: ignore[arg-type]
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _timestamp_as_text)
-
-
-def _read_yaml(source: LogSource) -> Iterator[LogItem]:
-    document = 0
-    try:
-        for document, value in enumerate(yaml.load_all(source.stream, Loader=_Loader), 1):
-            if value is None:
+def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray]]:
+    """A YAML log cut at its `---` lines (which no YAML content may begin a line with): the text of each
+    piece and the line it starts on. A piece longer than the limit is `Oversized` (and never held).
+    Directives and comments before a `---` stay with the document it starts. Lines before the first
+    line that says YAML (`---`, `- `, a key of a Kubernetes object or watch event) that are no comment
+    are `Stray`: a warning kubectl wrote into the log is one bad record, not part of the first document.
+    """
+    limit = source.max_record
+    held: list[bytes] = []
+    size = 0
+    start = 1
+    content = False  # the piece has a line that is neither blank, a comment, nor a directive
+    skipping = False
+    said = False  # a line that says YAML was met
+    stray = b""  # the first stray lines (enough to quote them)
+    stray_start = 0
+    lineno = 0
+    for lines, _ in _lines(source, live):
+        for line in lines:
+            lineno += 1
+            oversized = type(line) is Oversized
+            data = b"" if oversized else bytes(line)
+            if not said:
+                if oversized or _line_format(data) == "yaml":
+                    said = True
+                    if stray_start:
+                        yield stray_start, Stray(stray)
+                        held, size, start = [], 0, lineno  # (only comments were held)
+                elif stray_start or data.lstrip()[:1] not in (b"", b"#", b"%"):
+                    stray_start = stray_start or lineno
+                    if len(stray) < SNIFF:
+                        stray += data[:SNIFF] + b"\n"
+                    continue
+            if content and data[:3] == b"---" and _DOCUMENT_START.match(data):
+                yield start, Oversized(size) if skipping else b"\n".join(held)
+                held, size, start, content, skipping = [], 0, lineno, False, False
+            if oversized:
+                size += line.size
+                content = True
+            else:
+                size += len(data) + 1
+                if data.lstrip()[:1] not in (b"", b"#", b"%"):
+                    content = True
+            if skipping:
                 continue
-            where = f"{source.name}: document {document}"
+            if oversized or size > limit:
+                held, skipping = [], True
+                continue
+            held.append(data)
+    if stray_start and not said:
+        yield stray_start, Stray(stray)
+    if skipping:
+        yield start, Oversized(size)
+    elif content:
+        yield start, b"\n".join(held)
+
+
+def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
+    name = source.name
+    cap = 2 * source.max_record  # JSON is a little longer than the YAML it comes from
+    number = 0
+    lineno = 1
+    try:
+        for lineno, text in _documents(source, live):
+            if type(text) is Oversized:
+                number += 1
+                yield BadRecord(f"{name}: document {number}", too_large(text.size, source.max_record, "document"))
+                continue
+            if type(text) is Stray:
+                quoted = clip(repr(text.decode(errors="replace").splitlines()[0]), 120)
+                yield BadRecord(f"{name}:{lineno}", f"not YAML of watch events or objects (a stray line?): {quoted}")
+                continue
             try:
-                decoded = from_value(value)
-            except RecordProblem as exc:
-                yield BadRecord(where, str(exc))
-                continue
-            yield from _emit(decoded, where)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        place = f"{source.name}:{mark.line + 1}" if mark is not None else f"{source.name}: document {document + 1}"
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        yield BadRecord(place, f"not valid YAML ({problem}); the rest of this file is skipped")
-    except (OSError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        yield BadRecord(f"{source.name}: document {document + 1}", f"cannot read further: {_io_problem(exc)}")
+                for _, document in yaml_documents(text, cap):
+                    number += 1
+                    where = f"{name}: document {number}"
+                    if isinstance(document, RecordProblem):
+                        yield BadRecord(where, str(document))
+                    elif document is not None:
+                        try:
+                            decoded = decode_json(document)
+                        except RecordProblem as exc:
+                            yield BadRecord(where, str(exc))
+                            continue
+                        yield from _emit(decoded, where)
+            except yaml.YAMLError as exc:
+                number += 1
+                mark = getattr(exc, "problem_mark", None)
+                place = f"{name}:{lineno + mark.line}" if mark is not None else f"{name}: document {number}"
+                problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+                yield BadRecord(place, f"not valid YAML ({clip(problem)}); skipped up to the next `---`")
+    except OSError as exc:
+        yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {_io_problem(exc)}")
+        return
+    damage = source.damage()
+    if damage is not None:
+        yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {damage}")
 
 
 def _io_problem(exc: BaseException) -> str:
-    if isinstance(exc, EOFError):
-        return "compressed data ends early (truncated gzip)"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__

@@ -466,7 +466,8 @@ MESSAGES = [
         _file("log.jsonl", jsonl(_with(4, event(kind="Service", metadata={"name": "s"}), event(kind="ConfigMap")))),
     ),
     Case(
-            _file(
+        "a log that is only an API error",
+        _file(
             "log.json",
             json.dumps(
                 {
@@ -500,7 +501,8 @@ MESSAGES = [
         clean=[json.dumps({"type": "ADDED", "object": e["object"]}).encode() for e in EVENTS[:9]],
     ),
     Case(
-            _file("log.jsonl", _nameless),
+        "objects without a name or namespace",
+        _file("log.jsonl", _nameless),
         [
             r":13: Pod without metadata\.name",
             r":14: Pod 'p' without metadata\.namespace",
@@ -526,20 +528,9 @@ _PLAIN_JSON_LINES = {
     "a lone surrogate is not a cut record",
     "a wrong field on a complete last line without newline",
     "null where Kubernetes allows an absent field",
+    "objects without a name or namespace",
 }
 BY_WORKERS = [_by_workers(case) for case in [*MEMORY, *ONE_COSTS_ONE, *MESSAGES] if case.name in _PLAIN_JSON_LINES]
 assert len(BY_WORKERS) == len(_PLAIN_JSON_LINES)
 
-# What the record decoder settles on its own; the log readers' cases come with the readers.
-_DECODER = {
-    "a 10 MB event type is quoted in a few words",
-    "a 10 MB event type of a kind not read",
-    "a lone surrogate is not a cut record",
-    "a bare object of a kind not read",
-    "events of kinds not read among JSON lines",
-    "null where Kubernetes allows an absent field",
-    "null in YAML",
-    "null in a List's items",
-    "null where Kubernetes allows an absent field, by worker processes",
-}
-CASES = [case for case in [*MEMORY, *ONE_COSTS_ONE, *MESSAGES, *BY_WORKERS] if case.name in _DECODER]
+CASES = [*MEMORY, *ONE_COSTS_ONE, *MESSAGES, *BY_WORKERS]

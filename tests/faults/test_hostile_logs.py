@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli import crashwatch_command
+from cli import EXAMPLES, crashwatch_command
 
 sys.path.insert(0, str(Path(__file__).parent))  # the corpus lives next to this file
-from corpus import CASES, Case, jsonl
+from corpus import CASES, GOOD, Case, jsonl
 
 ADDRESS_SPACE = 3 << 30
 LONGEST_LINE = 600  # a message quotes the input in short pieces
@@ -163,3 +163,70 @@ def test_hostile_log(case: Case, folder: Path) -> None:
     assert run.rss_mb <= clean.rss_mb + case.rss_mb, (
         f"peak RSS {run.rss_mb:.0f} MB, the clean replay's {clean.rss_mb:.0f} MB"
     )
+
+
+# --- descriptors and signals ---------------------------------------------------------------------------------
+
+GOOD_LOG = EXAMPLES / "rollout-recovers.jsonl"
+EXPECTED = (EXAMPLES / "rollout-recovers.expected.txt").read_bytes()
+
+
+def _shell(command: str, folder: Path) -> subprocess.CompletedProcess[bytes]:
+    """A replay with its descriptors set up by the shell (closed ones included)."""
+    crashwatch = " ".join(crashwatch_command())
+    return subprocess.run(
+        ["bash", "-c", command.replace("CRASHWATCH", crashwatch)],
+        capture_output=True,
+        cwd=folder,
+        timeout=120,
+        check=False,
+    )
+
+
+def _big_log(path: Path, copies: int) -> bytes:
+    """The example's Pods under new names, `copies` times over (copies x 24 events): a log of any size,
+    whose verdicts many lines say."""
+    text = GOOD_LOG.read_text()
+    path.write_text("".join(text.replace("llm", f"g{n}") for n in range(copies)))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("jobs", [[], ["-j", "1"], ["-j", "2"]], ids=["default", "j1", "j2"])
+def test_stdin_redirected_from_a_file_says_what_the_file_says(folder: Path, jobs: list[str]) -> None:
+    log = folder / "big.jsonl"
+    _big_log(log, 2200)  # 36 MB: above the size at which worker processes start by default
+    assert log.stat().st_size > 32 << 20
+    from_file = replay(*jobs, "-o", "json", str(log), folder=folder)
+    from_stdin = replay(*jobs, "-o", "json", "-", stdin=log, folder=folder)
+    assert from_file.code == 0 and from_file.stdout.count(b"\n") == 2200 * 8
+    assert (from_stdin.code, from_stdin.stdout, from_stdin.stderr) == (0, from_file.stdout, b"")
+
+
+def test_stdin_from_a_file_read_in_part_already(folder: Path) -> None:
+    """Standard input starts where the shell left it, not at the file's beginning."""
+    log = folder / "log.jsonl"
+    log.write_bytes(b"garbage that was read already\n" + GOOD_LOG.read_bytes())
+    result = _shell(f"(read -r line; CRASHWATCH replay -j 2 -) < {log}", folder)
+    assert (result.returncode, result.stdout, result.stderr) == (0, EXPECTED, b"")
+
+
+def test_a_closed_stdin_is_exit_66(folder: Path) -> None:
+    result = _shell("CRASHWATCH replay - <&-", folder)
+    assert (result.returncode, result.stdout) == (66, b"")
+    assert result.stderr == b"crashwatch: <stdin>: cannot read: standard input is closed\n"
+
+
+def test_the_record_size_flag_takes_kubectl_sizes(folder: Path) -> None:
+    log = folder / "log.jsonl"
+    log.write_bytes(
+        jsonl(GOOD[:3])
+        + b'{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"p","namespace":"n"},"x":"'
+        + b"y" * 70_000
+        + b'"}}\n'
+    )
+    for size, code in (("64Ki", 65), ("65536", 65), ("1Mi", 0), ("100k", 0), ("2M", 0)):
+        run = replay("--max-record-size", size, str(log), folder=folder)
+        assert run.code == code, (size, run.stderr)
+    for bad in ("64MB", "-1", "1", "2Ti", "lots"):
+        run = replay("--max-record-size", bad, str(log), folder=folder)
+        assert run.code == 2 and b"--max-record-size" in run.stderr, bad
