@@ -7,6 +7,7 @@ traceback. Commands and their exit codes are documented in docs/cli.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import math
 import os
@@ -41,7 +42,8 @@ pretty-printed --output-watch-events output, a List (kubectl get ... -o json), Y
 compressed with gzip, bzip2 or xz, in UTF-8, UTF-16 or UTF-32; '-' reads standard input.
 
 exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stopped at one),
-66 a log cannot be opened or read.
+66 a log cannot be opened or read, 74 standard output cannot be written (a full disk),
+141 standard output was closed.
 """
 
 
@@ -540,7 +542,7 @@ def _run(argv: Sequence[str] | None) -> int:
             _silence_stdout()
             return exitcodes.SIGPIPE
         leaf = found[0]
-        print(f"crashwatch: internal error: {type(leaf).__name__}: {leaf}", file=sys.stderr)
+        _say(f"crashwatch: internal error: {type(leaf).__name__}: {leaf}")
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
     return exitcodes.USAGE
@@ -581,6 +583,13 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: Lea
             leader=leader,
         )
     )
+
+
+def _say(line: str) -> None:
+    """A line on stderr; nowhere when stderr is closed (print would fall back to stdout) or failing."""
+    if sys.stderr is not None:
+        with contextlib.suppress(OSError, ValueError):
+            print(line, file=sys.stderr)
 
 
 def _silence_stdout() -> None:

@@ -9,6 +9,7 @@ NOINPUT = 66  # a log that cannot be opened or read
 UNAVAILABLE = 69  # the cluster does not serve what the command needs (the Dynamo CRDs for `run`)
 SOFTWARE = 70  # a bug in crashwatch: reported in one line, never as a traceback
 CANTCREAT = 73  # the record file cannot be created
+IOERR = 74  # `replay`: standard output cannot be written (a full disk, an I/O error)
 NOPERM = 77  # the credentials may not list/watch (or write) what the command needs
 CONFIG = 78  # no usable kubeconfig or in-cluster configuration
 TIMEOUT = 124  # `wait`: not decided within --timeout (as timeout(1) exits)

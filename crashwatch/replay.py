@@ -4,13 +4,18 @@ Logs are read in a daemon thread, so a pipe on stdin hands over each record as i
 stages keep running, and a read blocked on a quiet pipe never keeps the process from exiting; a regular
 file (standard input redirected from one included) is read in batches. Bad records are reported on
 stderr as they are met; the replay goes on (or, with --strict, drains what came before and stops) and
-the exit code says so.
+the exit code says so. The standard descriptors may be anything: closed (stdin: the log cannot be read;
+stdout: a broken pipe; stderr: messages are lost, never sent elsewhere), or a full disk (EX_IOERR).
 """
 
 from __future__ import annotations
 
 import datetime
+import errno
 import mmap
+import os
+import select
+import signal
 import sys
 import threading
 import time
@@ -18,13 +23,15 @@ from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from queue import Empty, Full, Queue
-from typing import IO, BinaryIO, TextIO, cast
+from types import FrameType
+from typing import IO, Any, BinaryIO, TextIO, cast
 
 import anyio
 import anyio.to_thread
 from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
+from crashwatch.errors import leaves
 from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from crashwatch.stages import Events, pipeline_stage
 from pipeline.filter import PodObservation
@@ -258,5 +265,165 @@ def wall_clock() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class OutputFailed(Exception):
+    """Standard output cannot be written: a full disk, an I/O error (EX_IOERR)."""
+
+
+class _Interrupted(Exception):
+    """Ctrl-C came twice during a write: the line under way is finished, and the replay ends at once.
+    (An Exception, not KeyboardInterrupt: raised in a task, that would escape the event loop half-run.)"""
+
+
+class _Output:
+    """Standard output for the verdict lines, written straight to its descriptor, whole lines only.
+
+    A closed stdout is a broken pipe; a write that fails for another reason (a full disk) is
+    OutputFailed, never an internal error. Ctrl-C never cuts a line: the first one stops the replay
+    after the write under way (asyncio's runner cancels the main task), and a second one that comes
+    while a write is blocked on a full pipe takes effect at the end of the line being written; only a
+    third stops at once.
+    """
+
+    def __init__(self, stream: BinaryIO | None) -> None:
+        self.fd: int | None = None
+        if stream is not None:
+            try:
+                stream.flush()
+                self.fd = stream.fileno()
+            except (OSError, ValueError):
+                self.fd = None
+
+    def write(self, data: bytes) -> int:
+        if self.fd is None:
+            raise BrokenPipeError(errno.EPIPE, "standard output is closed")
+        view = memoryview(data)
+        interrupted = False
+        previous: Any = None
+
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
+            nonlocal interrupted
+            if interrupted:
+                raise KeyboardInterrupt
+            if callable(previous):
+                try:
+                    previous(signum, frame)
+                except KeyboardInterrupt:
+                    interrupted = True
+            elif previous != signal.SIG_IGN:
+                interrupted = True
+
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            written = 0
+            while written < len(view):
+                written += self._write_some(view[written:])
+                if interrupted:
+                    end = data.find(b"\n", written - 1) if written else -1
+                    end = len(data) if end < 0 else end + 1
+                    while written < end:
+                        written += self._write_some(view[written:end])
+                    raise _Interrupted
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        return len(data)
+
+    def _write_some(self, view: memoryview) -> int:
+        assert self.fd is not None
+        try:
+            return os.write(self.fd, view)
+        except BrokenPipeError:
+            raise
+        except BlockingIOError:  # a non-blocking stdout that is full: wait until it takes more
+            select.select([], [self.fd], [])
+            return 0
+        except OSError as exc:
+            if exc.errno == errno.EBADF:  # closed, or open for reading only
+                raise BrokenPipeError(errno.EPIPE, "standard output is closed") from None
+            raise OutputFailed(exc.strerror or str(exc)) from None
+
+    def flush(self) -> None:
+        pass
+
+
+class _Errors:
+    """Standard error for messages: when it is closed or cannot be written, they are lost (there is
+    nowhere else to say them), never written anywhere else."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is not None:
+            try:
+                self.stream.write(text)
+            except (OSError, ValueError):
+                self.stream = None
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            try:
+                self.stream.flush()
+            except (OSError, ValueError):
+                self.stream = None
+
+    def isatty(self) -> bool:
+        try:
+            return self.stream is not None and self.stream.isatty()
+        except (OSError, ValueError):
+            return False
+
+
+def _hold_closed_descriptors() -> None:
+    """A standard descriptor the process started without is given /dev/null, so that no file opened
+    later lands on it: a log opened as descriptor 1 must never receive output, nor one opened as 2
+    messages. (Python has already set sys.stdin, sys.stdout or sys.stderr to None for it.)"""
+    for fd in (0, 1, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            try:
+                held = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+            except OSError:
+                continue
+            if held != fd:
+                os.dup2(held, fd)
+                os.close(held)
+
+
+def _discard_stdout() -> None:
+    """After a failed write, point stdout at /dev/null: what is still buffered must not be written (or
+    fail again) when the interpreter exits."""
+    if sys.stdout is None:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
 def run_replay(options: ReplayOptions) -> int:
-    return anyio.run(replay, options, sys.stdout.buffer, sys.stderr, None, wall_clock)
+    _hold_closed_descriptors()
+    out = _Output(sys.stdout.buffer if sys.stdout is not None else None)
+    err = _Errors(sys.stderr)
+    try:
+        return anyio.run(replay, options, cast(BinaryIO, out), cast(TextIO, err), None, wall_clock)
+    except Exception as exc:
+        found = list(leaves(exc))
+        if any(isinstance(leaf, _Interrupted) for leaf in found):
+            return exitcodes.INTERRUPTED
+        if any(isinstance(leaf, BrokenPipeError) for leaf in found):
+            _discard_stdout()
+            return exitcodes.SIGPIPE
+        failed = next((leaf for leaf in found if isinstance(leaf, OutputFailed)), None)
+        if failed is None:
+            raise
+        err.write(f"crashwatch: cannot write to standard output: {failed}\n")
+        err.flush()
+        _discard_stdout()
+        return exitcodes.IOERR

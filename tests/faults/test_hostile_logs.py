@@ -9,10 +9,12 @@ hold a billion laughs fails fast instead of taking the machine's memory.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -214,6 +216,64 @@ def test_a_closed_stdin_is_exit_66(folder: Path) -> None:
     result = _shell("CRASHWATCH replay - <&-", folder)
     assert (result.returncode, result.stdout) == (66, b"")
     assert result.stderr == b"crashwatch: <stdin>: cannot read: standard input is closed\n"
+
+
+def test_a_closed_stdout_is_a_broken_pipe(folder: Path) -> None:
+    result = _shell(f"CRASHWATCH replay {GOOD_LOG} >&-", folder)
+    assert (result.returncode, result.stderr) == (141, b"")
+
+
+def test_a_closed_stderr_never_sends_a_message_to_stdout(folder: Path) -> None:
+    bad = folder / "bad.jsonl"
+    bad.write_bytes(b"not json\n" + GOOD_LOG.read_bytes())
+    for command, code in ((f"CRASHWATCH replay {bad} 2>&-", 65), ("CRASHWATCH replay missing.jsonl 2>&-", 66)):
+        result = _shell(command, folder)
+        assert result.returncode == code
+        assert result.stdout == (EXPECTED if code == 65 else b"")
+
+
+def test_a_full_disk_is_a_write_error(folder: Path) -> None:
+    result = _shell(f"CRASHWATCH replay {GOOD_LOG} > /dev/full", folder)
+    assert result.returncode == 74
+    assert result.stderr == b"crashwatch: cannot write to standard output: No space left on device\n"
+
+
+def test_a_failing_stderr_changes_nothing_else(folder: Path) -> None:
+    bad = folder / "bad.jsonl"
+    bad.write_bytes(b"not json\n" + GOOD_LOG.read_bytes())
+    result = _shell(f"CRASHWATCH replay {bad} 2> /dev/full", folder)
+    assert (result.returncode, result.stdout) == (65, EXPECTED)
+
+
+@pytest.mark.parametrize("source", ["file", "pipe"])
+def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str) -> None:
+    """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other."""
+    log = folder / "flip.jsonl"
+    _big_log(log, 400)
+    args = [*crashwatch_command(), "replay", "-o", "json"]
+    if source == "file":
+        proc = subprocess.Popen([*args, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    else:  # a pipe that is still being written: read by the reader thread, record by record
+        cat = subprocess.Popen(["cat", str(log)], stdout=subprocess.PIPE)
+        assert cat.stdout is not None
+        proc = subprocess.Popen([*args, "-"], stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cat.stdout.close()
+    assert proc.stdout is not None
+    first = os.read(proc.stdout.fileno(), 1000)  # it has started writing (and soon fills the pipe)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    rest, err = proc.communicate(timeout=60)
+    if source == "pipe":
+        cat.wait(timeout=60)
+    out = first + rest
+    assert proc.returncode == 130, err.decode()
+    assert err == b""
+    assert out.endswith(b"\n")
+    for line in out.splitlines():
+        json.loads(line)
 
 
 def test_the_record_size_flag_takes_kubectl_sizes(folder: Path) -> None:
