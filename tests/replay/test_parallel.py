@@ -137,16 +137,6 @@ def test_several_logs_and_a_pretty_printed_one_keep_their_order(tmp_path: Path) 
     assert serial[0] == 65  # random_log scatters bad lines in
 
 
-# KNOWN DEFECT, not fixed here: stream/logs.py's open_log wraps a gzip log's file in a GzipFile, and
-# LogSource.close closes only the GzipFile, which leaves a file object it was given open; each gzip log
-# a replay reads leaks its file. Shown in the warnings summary, not failed, until stream/logs.py closes
-# it; then drop this mark.
-GZIP_LOG_LEFT_OPEN = pytest.mark.filterwarnings(
-    r"default:unclosed file <_io\.BufferedReader name='[^']*\.gz'>:ResourceWarning"
-)
-
-
-@GZIP_LOG_LEFT_OPEN
 def test_a_log_read_serially_between_two_read_by_workers(tmp_path: Path) -> None:
     """The same Pods in a gzip log (read serially) between two plain ones: what the workers' side
     remembered of those Pods must not outlive the serial read."""
@@ -171,7 +161,6 @@ CRASHING = pod("p", uid="p-1", containers=[container(restarts=2)])
 HEALTHY = pod("p", uid="p-1", containers=[container(state="running")], ready=True)
 
 
-@GZIP_LOG_LEFT_OPEN
 def test_a_view_seen_again_after_a_serial_log_changed_the_pod_is_not_dropped(tmp_path: Path) -> None:
     import gzip
 
