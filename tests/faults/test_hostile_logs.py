@@ -9,6 +9,7 @@ hold a billion laughs fails fast instead of taking the machine's memory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -245,6 +246,22 @@ def test_a_failing_stderr_changes_nothing_else(folder: Path) -> None:
     assert (result.returncode, result.stdout) == (65, EXPECTED)
 
 
+def _until_blocked_writing(pid: int, timeout: float = 30) -> None:
+    """Until a thread of the process sleeps in a write to a full pipe, as the kernel says (/proc's wchan):
+    the state the test needs, waited for, where a sleep would only hope the writer got there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        waits = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):  # a thread that ended meanwhile
+                waits.append((task / "wchan").read_text())
+        if any("pipe_write" in wait for wait in waits):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"no thread of {pid} is blocked writing to a pipe after {timeout} s (wchan: {waits})")
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("source", ["file", "pipe"])
 def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str) -> None:
     """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other."""
@@ -260,8 +277,8 @@ def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str) -> None
         cat.stdout.close()
     assert proc.stdout is not None
     first = os.read(proc.stdout.fileno(), 1000)  # it has started writing (and soon fills the pipe)
-    time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    _until_blocked_writing(proc.pid)  # on the full pipe: the state the signals must meet
+    proc.send_signal(signal.SIGINT)  # the pauses below are the scenario: two separate presses of Ctrl-C
     time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     time.sleep(0.3)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from fakeapi import FakeApi, Fault
+from fakeapi import FakeApi, Fault, Request
 
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden
 from stream.client import KubeClient
@@ -37,6 +37,14 @@ async def running(
         tg.cancel_scope.cancel()
 
 
+def updates(api: FakeApi) -> list[Request]:
+    return [r for r in api.requests if r.method == "PUT" and "/leases/" in r.path]
+
+
+def reads(api: FakeApi) -> list[Request]:
+    return [r for r in api.requests if r.method == "GET" and "/leases/" in r.path]
+
+
 async def until(predicate: Callable[[], bool], timeout: float = 5) -> float:
     began = anyio.current_time()
     with anyio.fail_after(timeout):
@@ -48,7 +56,7 @@ async def until(predicate: Callable[[], bool], timeout: float = 5) -> float:
 async def test_of_two_candidates_one_leads_and_the_lease_says_it(api: FakeApi, client: KubeClient) -> None:
     async with running(client, "a", "b") as (a, b):
         await until(lambda: a.is_leader() or b.is_leader())
-        await anyio.sleep(0.5)  # several renewals
+        await until(lambda: len(updates(api)) >= 3)  # several renewals, as the fake saw them
         assert a.is_leader() != b.is_leader()
         leader = a if a.is_leader() else b
         spec = lease(api)
@@ -91,9 +99,13 @@ async def test_two_candidates_racing_for_an_expired_lease_never_both_win(api: Fa
     api.put("leases", {"kind": "Lease", "metadata": {"name": "crashwatch", "namespace": "ns"}, "spec": spec})
     async with running(client, "a", "b", "c") as electors:
         await until(lambda: any(e.is_leader() for e in electors))
-        for _ in range(50):
-            assert sum(e.is_leader() for e in electors) == 1
-            await anyio.sleep(0.02)
+        # every candidate keeps looking at the lease; until the fake has answered a dozen more reads (each
+        # loser several chances to take it wrongly), never more than one leads
+        seen = len(reads(api))
+        with anyio.fail_after(5):
+            while len(reads(api)) < seen + 12:
+                assert sum(e.is_leader() for e in electors) == 1
+                await anyio.sleep(0.01)
     assert lease(api)["leaseTransitions"] == 1
     conflicts = [r for r in api.requests if r.method == "PUT"]
     assert len(conflicts) >= 1
