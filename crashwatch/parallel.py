@@ -363,10 +363,10 @@ class ParallelDecoder:
         self, pods: list[_PodLine], start: int, stop: int, items: list[Item], records: JsonRecords, base: int
     ) -> None:
         passed = self._passed
+        if records.pending is not None and start < stop:  # a pretty-printed record was open: cut short
+            items.extend(records.cut(base + pods[start].line))
         for index in range(start, stop):
             pod = pods[index]
-            if records.pending is not None:  # a pretty-printed record was open: this line cuts it short
-                items.extend(records.cut(base + pod.line))
             kind = pod.type
             if kind == "ADDED" or kind == "MODIFIED":
                 if passed.get(pod.key) == pod.view:

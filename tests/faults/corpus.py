@@ -412,6 +412,12 @@ def _nulls(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
+def _with_label_null(event: dict[str, Any]) -> dict[str, Any]:
+    event = copy.deepcopy(event)
+    event["object"]["metadata"].setdefault("labels", {})["example.com/unset"] = None
+    return event
+
+
 def _nameless() -> bytes:
     labels = {"nvidia.com/dynamo-graph-deployment-name": "llm", "nvidia.com/dynamo-component": "VllmWorker"}
     crashing = {
@@ -499,6 +505,21 @@ MESSAGES = [
             lambda: json.dumps({"kind": "List", "items": [_nulls(e)["object"] for e in EVENTS[:9]]}).encode(),
         ),
         clean=[json.dumps({"type": "ADDED", "object": e["object"]}).encode() for e in EVENTS[:9]],
+    ),
+    Case(
+        "null as a label's value, and as an array's item",
+        _file(
+            "log.jsonl",
+            lambda: jsonl(
+                [
+                    *GOOD[:12],
+                    json.dumps(_with_label_null(EVENTS[12])).encode(),
+                    event(kind="Pod", metadata={"name": "q", "namespace": "n"}, status={"conditions": [None]}),
+                    *GOOD[13:],
+                ]
+            ),
+        ),
+        [r":14: wrong field: Expected `object`, got `null` - at `\$\.object\.status\.conditions\[0\]`"],
     ),
     Case(
         "objects without a name or namespace",
