@@ -423,6 +423,7 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
     `held`: the Pods (their last events), else `pods` of the default layout."""
     from crashwatch.parallel import ParallelDecoder, _encode, _pod_key, _PodLine
     from pipeline.views import pod_view
+    from stream.logs import JsonRecords
 
     if held is None:
         held = []
@@ -433,10 +434,10 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
     decode = msgspec.msgpack.Decoder(list[_PodLine]).decode
     batches: list[bytes] = []
     batch: list[_PodLine] = []
-    for pod in held:
+    for line, pod in enumerate(held):
         view = msgspec.Raw(_encode(pod_view(pod.object)))  # type: ignore[arg-type]
         key = _pod_key(pod.object.metadata.namespace, pod.object.metadata.name)  # type: ignore[union-attr]
-        batch.append(_PodLine(key, "ADDED", view, msgspec.Raw(_encode(None))))
+        batch.append(_PodLine(line, key, "ADDED", view, msgspec.Raw(_encode(None))))
         if len(batch) == 500:
             batches.append(_encode(batch))
             batch = []
@@ -447,7 +448,7 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
     decoder = ParallelDecoder(2)
     for data in batches:
         lines = decode(data)
-        decoder._pass_on_changed(lines, 0, len(lines), [])
+        decoder._pass_on_changed(lines, 0, len(lines), [], JsonRecords("bench", 16 << 20), 0)
         del lines
     held = tracemalloc.get_traced_memory()[0] - base
     tracemalloc.stop()
