@@ -161,6 +161,14 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
         help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
         "API server sends a bookmark about once a minute)",
     )
+    parser.add_argument(
+        "--max-record-size",
+        type=_size,
+        default=16 << 20,
+        metavar="SIZE",
+        help="a watch event longer than this ends its watch, which is resumed with backoff, instead of being "
+        "held in memory: 64Mi, 1Gi, or bytes (default: 16Mi, well above the API server's largest object)",
+    )
     _group_window(parser)
     if not serve:
         return
@@ -553,7 +561,11 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: Lea
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
 
-    watch = WatchSettings(request_timeout=args.request_timeout, idle_timeout=args.watch_idle_timeout)
+    watch = WatchSettings(
+        request_timeout=args.request_timeout,
+        idle_timeout=args.watch_idle_timeout,
+        max_event_bytes=args.max_record_size,
+    )
     patch = PatchSettings(request_timeout=args.request_timeout)
     if args.command == "run":
         patch.qps, patch.burst = args.qps, args.burst
