@@ -1,4 +1,4 @@
-"""Which DCD/DGD statuses crashwatch wants, per DYNAMO.md's rules for sharing status with the operator."""
+"""Which DCD/DGD statuses crashwatch wants, per the rules for sharing status with the operator (docs/status.md)."""
 
 from __future__ import annotations
 
