@@ -22,7 +22,7 @@ import anyio
 import msgspec
 
 from stream.client import ApiError, Backoff, KubeClient
-from stream.decode import decode_event
+from stream.decode import RecordProblem, decode_json, read_event
 from stream.events import EventType, WatchEvent
 from stream.objects import KubeObject, Status
 from stream.resources import Resource
@@ -45,6 +45,14 @@ class WatchSettings:
     # a watch event longer than this ends the watch (retried with backoff) instead of being held: a few
     # MB above the API server's largest object (its request limit is 3 MiB, etcd's 1.5 MiB)
     max_event_bytes: int = 16 << 20
+
+
+def _is_json(line: bytes) -> bool:
+    try:
+        msgspec.json.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
 
 
 class Gone(Exception):
@@ -323,8 +331,22 @@ class Reflector:
                 if not line.strip():
                     continue
                 try:
-                    event = decode_event(line)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    event = read_event(line)
+                except msgspec.ValidationError:
+                    # JSON of another shape: read it as a log record is read (null as absent, a kind we
+                    # do not read skipped, a nameless object refused); one bad event costs that event
+                    try:
+                        readable, _ = decode_json(line)
+                    except RecordProblem as problem:
+                        if not _is_json(line):  # not JSON: the stream itself is broken
+                            raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
+                        self.errors += 1
+                        self.log(f"{self.where}: a watch event skipped: {problem}")
+                        continue
+                    if not readable:
+                        continue
+                    event = readable[0]
+                except msgspec.DecodeError as exc:  # not JSON: the stream itself is broken
                     raise _Retry(f"unreadable watch event ({exc}): {line[:120]!r}") from None
                 obj = event.object
                 if event.type == "ERROR" or isinstance(obj, Status):

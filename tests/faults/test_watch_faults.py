@@ -243,3 +243,25 @@ async def test_the_dynamo_crds_version_is_discovered_preferring_v1beta1(
 ) -> None:
     api.dynamo_versions = served
     assert await discover_dynamo(client) == chosen
+
+
+async def test_a_watch_event_of_another_shape_costs_that_event_alone(api: FakeApi, client: KubeClient) -> None:
+    """`null` where Kubernetes allows an absent field reads as absent; a Pod without a name is skipped,
+    said once; the watch goes on, with no retry."""
+    out = Collector()
+    logged: list[str] = []
+    reflector = await reflect(client, out, log=logged.append)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await watching(api, out)
+        nulls = crashing("p-null", initContainerStatuses=None)
+        nulls["metadata"]["ownerReferences"] = None
+        api.put("pods", nulls)
+        nameless = crashing("")
+        api.put("pods", nameless)
+        api.put("pods", healthy("p-after"))
+        await out.wait_for(lambda: any(e.object.metadata.name == "p-after" for e in out.events))  # type: ignore[union-attr]
+        tg.cancel_scope.cancel()
+    assert [e.object.metadata.name for e in out.events] == ["p-null", "p-after"]  # type: ignore[union-attr]
+    assert logged == ["pods in all namespaces: a watch event skipped: Pod without metadata.name"]
+    assert len(api.requests_of("GET", "pods", watch=True)) == 1  # no retry: the same watch went on
