@@ -91,7 +91,7 @@ async def test_a_lease_that_keeps_changing_is_never_taken(api: FakeApi, client: 
             api.put("leases", {**current, "spec": {**current["spec"], "renewTime": str(n)}})
             assert not a.is_leader()
         took = await until(a.is_leader)  # it stops renewing: a lease duration later, it is ours
-    assert 0.8 < took < 1.3
+    assert 0.8 < took < 1.6  # a lease duration (1 s) after the last renewal it saw, give or take a loaded loop
 
 
 async def test_two_candidates_racing_for_an_expired_lease_never_both_win(api: FakeApi, client: KubeClient) -> None:
@@ -122,9 +122,11 @@ async def test_a_leader_that_cannot_renew_stops_before_the_lease_expires_for_oth
         last_renewal = max(r.at for r in api.requests if r.method in ("PUT", "POST"))
         await until(lambda: not a.is_leader(), 2)
         stopped = time.monotonic() - last_renewal
-    # within the renew deadline of its last renewal, before the 1 s lease can run out for others
-    assert stopped < FAST.renew_deadline + 0.05, stopped
-    assert any("lost the lease" in line for line in said)
+        # it stops writing the moment the deadline passes; saying so follows when its renewal attempt ends
+        await until(lambda: any("lost the lease" in line for line in said), 2)
+    # about the renew deadline after its last renewal (0.6 s), and in any case before the 1 s lease can
+    # run out for the others: the safety the deadline is for, with room for a loaded machine's lag
+    assert FAST.renew_deadline - 0.05 < stopped < FAST.lease_duration, stopped
 
 
 async def test_a_released_lease_is_taken_at_the_next_try(api: FakeApi, client: KubeClient) -> None:
