@@ -53,12 +53,13 @@ def read_event(data: Any) -> WatchEvent:
     Raises one of `FAST_ERRORS` for anything else; `decode_json` then classifies the record and says
     what is wrong with it."""
     event = _decode(data)
-    obj = event.object
-    if not isinstance(obj, Status):
-        meta = obj.metadata
-        if not (meta.name and meta.namespace) and event.type != "BOOKMARK" and event.type != "ERROR":
-            raise _Nameless
-    return event
+    try:
+        meta = event.object.metadata
+    except AttributeError:  # a Status: it has no name
+        return event
+    if (meta.name and meta.namespace) or event.type == "BOOKMARK" or event.type == "ERROR":
+        return event
+    raise _Nameless
 
 
 # What the fast path raises for a record it cannot take (msgspec follows Python's recursion limit).

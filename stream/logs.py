@@ -251,10 +251,14 @@ def sniff_yaml(head: bytes, name: str) -> bool:
     YAML with `---`, `- ` or a key a Kubernetes object or watch event has. Lines that tell nothing (a
     kubectl warning, a comment, a record cut at its start) are passed over; when none tells, a `.yaml`
     or `.yml` name does, and otherwise it is read as JSON."""
-    for line in head.splitlines():
-        said = _line_format(line)
+    start = 0
+    while start < len(head):  # line by line, without splitting the whole head: the first line tells
+        end = head.find(b"\n", start)
+        end = len(head) if end < 0 else end
+        said = _line_format(head[start:end])
         if said is not None:
             return said == "yaml"
+        start = end + 1
     base = name[: -len(".gz")] if name.endswith(".gz") else name
     return base.endswith((".yaml", ".yml"))
 
@@ -772,12 +776,13 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
     out: list[LogItem] = []
     lineno = 0
     fast = read_event
+    record_open = False  # a pretty-printed record is open: its lines skip the fast path
     try:
         for lines, unterminated in _lines(source, live):
             last_line = lines[-1] if unterminated else None
             for line in lines:
                 lineno += 1
-                if records.pending is None:
+                if not record_open:
                     try:
                         out.append(fast(line))
                         if len(out) >= size:
@@ -787,6 +792,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
                     except FAST_ERRORS:
                         pass
                 out.extend(records.line(line, lineno, line is last_line))
+                record_open = records.pending is not None
                 if len(out) >= size:
                     yield out
                     out = []
