@@ -48,7 +48,7 @@ from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import selector_matches
 from stream.events import WatchEvent
-from stream.objects import ContainerState, ContainerStatus, PodCondition, StateTerminated, StateWaiting
+from stream.objects import ContainerState, ContainerStatus, Pod, PodCondition, StateTerminated, StateWaiting
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
@@ -418,12 +418,12 @@ def memory_per_pod(pods: int) -> tuple[float, float]:
 
 
 def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float:
-    """Bytes per Pod that a parallel replay's main process holds on top of the filter and the aggregator:
-    the encoded view it last passed on for each Pod (crashwatch.parallel), measured as a replay builds it.
-    `held`: the Pods (their last events), else `pods` of the default layout."""
-    from crashwatch.parallel import ParallelDecoder, _encode, _pod_key, _PodLine
-    from pipeline.views import pod_view
-    from stream.logs import JsonRecords
+    """Bytes per Pod that a parallel replay holds on top of the filter and the aggregator: the encoded view
+    the filter last passed on for each Pod (`EventFilter.observe_reduced`), measured as a replay builds
+    it, against the same Pods fed decoded. `held`: the Pods (their last events), else `pods` of the
+    default layout."""
+    from pipeline.views import decode_view, encode_view
+    from stream.events import ReducedPod, pod_key
 
     if held is None:
         held = []
@@ -431,28 +431,37 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
             ns = f"team-{(i // 2000) % 10}"
             graph, component = f"graph-{i // 2000}", f"worker-{i // 20}"
             held.append(small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}"))
-    decode = msgspec.msgpack.Decoder(list[_PodLine]).decode
+    encode = msgspec.msgpack.Encoder().encode
+    decode = msgspec.msgpack.Decoder(list[ReducedPod]).decode
     batches: list[bytes] = []
-    batch: list[_PodLine] = []
-    for line, pod in enumerate(held):
-        view = msgspec.Raw(_encode(pod_view(pod.object)))  # type: ignore[arg-type]
-        key = _pod_key(pod.object.metadata.namespace, pod.object.metadata.name)  # type: ignore[union-attr]
-        batch.append(_PodLine(line, key, "ADDED", view, msgspec.Raw(_encode(None))))
+    batch: list[ReducedPod] = []
+    for line, event in enumerate(held):
+        pod = event.object
+        assert isinstance(pod, Pod)
+        key = pod_key(pod.metadata.namespace, pod.metadata.name)
+        batch.append(ReducedPod(line, key, "ADDED", msgspec.Raw(encode_view(pod)), msgspec.Raw(encode(None))))
         if len(batch) == 500:
-            batches.append(_encode(batch))
+            batches.append(encode(batch))
             batch = []
-    batches.append(_encode(batch))
-    gc.collect()
-    tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    decoder = ParallelDecoder(2)
-    for data in batches:
-        lines = decode(data)
-        decoder._pass_on_changed(lines, 0, len(lines), [], JsonRecords("bench", 16 << 20), 0)
-        del lines
-    held = tracemalloc.get_traced_memory()[0] - base
-    tracemalloc.stop()
-    return held / pods
+    batches.append(encode(batch))
+
+    def filled(reduced: bool) -> int:
+        gc.collect()
+        tracemalloc.start()
+        base = tracemalloc.get_traced_memory()[0]
+        kept = EventFilter()
+        for data in batches:
+            for item in decode(data):
+                if reduced:
+                    kept.observe_reduced(item)
+                else:
+                    kept.observe_pod(item.type, decode_view(item.view), None)
+        size = tracemalloc.get_traced_memory()[0] - base
+        tracemalloc.stop()
+        assert len(kept) == len(held)
+        return size
+
+    return (filled(True) - filled(False)) / pods
 
 
 _READY = {"type": "Ready", "status": "True"}

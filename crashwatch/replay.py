@@ -32,16 +32,16 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
-from crashwatch.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from crashwatch.stages import Events, pipeline_stage
-from pipeline.filter import PodObservation
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
+from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
-from stream.events import BadRecord, WatchEvent
+from stream.events import BadRecord, ReducedPod, WatchEvent
 from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
 
@@ -142,7 +142,7 @@ async def _deliver(
     progress: _Progress,
 ) -> bool:
     """Pass a batch's events on and report its bad records; False when --strict says stop."""
-    events: list[WatchEvent | PodObservation] = []
+    events: list[WatchEvent | ReducedPod] = []
     for entry in batch:
         if isinstance(entry, BadRecord):
             if events:
@@ -177,7 +177,7 @@ async def _read_logs(
         # large JSON-lines files are decoded by worker processes
         jobs = min(options.jobs or usable_cpus(), usable_cpus())  # more processes than CPUs only wait their turn
         async with send:
-            with ParallelDecoder(jobs, options.range_bytes) as parallel:
+            with ParallelDecoder(jobs, encode_view, options.range_bytes) as parallel:
                 for source in sources:
                     try:
                         mapped = _parallel_mapping(source, jobs, explicit=options.jobs is not None)
@@ -188,7 +188,6 @@ async def _read_logs(
                                         if not await _deliver(source, items, send, err, strict, outcome, progress):
                                             return
                             continue
-                        parallel.forget()
                         for batch in read_log(source):
                             if not await _deliver(source, batch, send, err, strict, outcome, progress):
                                 return

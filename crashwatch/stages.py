@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
-from pipeline.filter import PodObservation
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
-from stream.events import WatchEvent
+from stream.events import ReducedPod, WatchEvent
 
 
 class Synced(msgspec.Struct, frozen=True, gc=False):
@@ -26,7 +25,7 @@ class Synced(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-Events = list[WatchEvent | PodObservation] | list[Synced]
+Events = list[WatchEvent | ReducedPod] | list[Synced]
 
 
 async def pipeline_stage(

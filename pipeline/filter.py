@@ -4,6 +4,11 @@ An event becomes a view (see `pipeline.views`); when the view equals the last on
 event is dropped, so resourceVersion bumps, annotation edits and status noise never reach the aggregator.
 Pods without the graph and component labels are not diagnosed, so they are not held here either, unless
 they just lost those labels (the aggregator must hear that they left).
+
+A parallel replay's Pods arrive reduced (`stream.events.ReducedPod`: the view, msgpack-encoded by
+`encode_view`). Most of them repeat the last view passed on for their Pod, so the filter keeps the bytes of
+that view and drops an equal one before decoding it: the same rule as for decoded views, on bytes. A Pod
+that arrives decoded forgets its bytes, so the two ways never disagree.
 """
 
 from __future__ import annotations
@@ -14,8 +19,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from pipeline.views import VIEWS, ComponentKey, Labels, PodView, View, intern_labels, pod_view
-from stream.events import WatchEvent
+from pipeline.views import VIEWS, ComponentKey, Labels, PodView, View, decode_view, intern_labels, pod_view
+from stream.events import ReducedPod, WatchEvent, pod_key
 from stream.objects import Pod
 
 # Objects are keyed by namespace and name: a delete and a recreate that arrive as one update are then
@@ -32,12 +37,7 @@ class ObjectUpdate(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-class PodObservation(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """A Pod event already reduced to its view, as the worker processes of a parallel replay send it."""
-
-    type: str
-    view: PodView
-    time: str | None
+_decode_time = msgspec.msgpack.Decoder(str | None).decode
 
 
 def view_of(event: WatchEvent) -> View | None:
@@ -92,15 +92,18 @@ class EventFilter:
         self._others: dict[type, dict[ObjectKey, View]] = {}  # per view type
         self._labels: _ValuePool[Labels] = _ValuePool(intern_labels)
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
+        self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
 
     def __len__(self) -> int:
         return len(self._pods) + sum(len(views) for views in self._others.values())
 
-    def observe(self, event: WatchEvent | PodObservation) -> ObjectUpdate | None:
-        if isinstance(event, PodObservation):
-            return self.observe_pod(event.type, event.view, event.time)
+    def observe(self, event: WatchEvent | ReducedPod) -> ObjectUpdate | None:
+        if isinstance(event, ReducedPod):
+            return self.observe_reduced(event)
         obj = event.object
         if type(obj) is Pod:
+            if self._reduced:
+                self._reduced.pop(pod_key(obj.metadata.namespace, obj.metadata.name), None)
             return self.observe_pod(event.type, pod_view(obj), event.time)
         if event.type in ("BOOKMARK", "ERROR"):
             return None
@@ -120,12 +123,21 @@ class EventFilter:
         views[key] = view
         return ObjectUpdate("upsert", key, view, event.time)
 
-    def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectUpdate | None:
-        """The hot path: most events are Pod updates, and most of those change nothing we read.
+    def observe_reduced(self, pod: ReducedPod) -> ObjectUpdate | None:
+        """A reduced Pod: dropped on equal bytes, else decoded and decided as any Pod."""
+        kind = pod.type
+        if kind == "ADDED" or kind == "MODIFIED":
+            if self._reduced.get(pod.key) == pod.view:
+                return None
+            self._reduced[pod.key] = pod.view.copy()  # the batch it came in is not kept
+        elif kind == "DELETED":
+            self._reduced.pop(pod.key, None)
+        else:
+            return None
+        return self.observe_pod(kind, decode_view(pod.view), _decode_time(pod.time))
 
-        Takes the Pod's view rather than the Pod, so that views computed elsewhere (in the worker
-        processes of a parallel replay) go through exactly this decision.
-        """
+    def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectUpdate | None:
+        """The hot path: most events are Pod updates, and most of those change nothing we read."""
         if kind == "BOOKMARK" or kind == "ERROR":
             return None
         key = (view.namespace, view.name)

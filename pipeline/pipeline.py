@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pipeline.aggregate import Aggregator
-from pipeline.filter import EventFilter, PodObservation
+from pipeline.filter import EventFilter
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
-from stream.events import WatchEvent
+from stream.events import ReducedPod, WatchEvent
 
 
 class Pipeline:
@@ -30,7 +30,7 @@ class Pipeline:
         self.filter = EventFilter()
         self.aggregator = Aggregator(clock=clock, synced=synced, readiness=readiness, group_window=group_window)
 
-    def feed(self, events: Iterable[WatchEvent | PodObservation]) -> list[Output]:
+    def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
         stop at the filter."""
         observe, apply = self.filter.observe, self.aggregator.apply

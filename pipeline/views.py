@@ -62,7 +62,7 @@ def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
 
 
 class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """array_like: views also travel between processes (crashwatch.parallel), as compact msgpack arrays."""
+    """array_like: views also travel between processes (stream.parallel), as compact msgpack arrays."""
 
     uid: str
     namespace: str
@@ -85,6 +85,15 @@ def pod_view(pod: Pod) -> PodView:
         crash_loop(pod),
         group_pod(pod) if LWS_NAME in labels else None,
     )
+
+
+_encode_view = msgspec.msgpack.Encoder().encode
+decode_view = msgspec.msgpack.Decoder(PodView).decode
+
+
+def encode_view(pod: Pod) -> bytes:
+    """A Pod's view, msgpack-encoded: what a parallel replay's workers send instead of the Pod."""
+    return _encode_view(pod_view(pod))
 
 
 def label_value(labels: Labels, key: str) -> str | None:

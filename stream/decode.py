@@ -53,10 +53,10 @@ def read_event(data: Any) -> WatchEvent:
     Raises one of `FAST_ERRORS` for anything else; `decode_json` then classifies the record and says
     what is wrong with it."""
     event = _decode(data)
-    try:
-        meta = event.object.metadata
-    except AttributeError:  # a Status: it has no name
+    obj = event.object
+    if type(obj) is Status:  # it has no name
         return event
+    meta = obj.metadata
     if (meta.name and meta.namespace) or event.type == "BOOKMARK" or event.type == "ERROR":
         return event
     raise _Nameless

@@ -9,6 +9,8 @@ replay of a million events triggers no garbage collection; with lists it spent t
 
 from __future__ import annotations
 
+from typing import final
+
 import msgspec
 
 GRAPH_LABEL = "nvidia.com/dynamo-graph-deployment-name"
@@ -200,6 +202,7 @@ class LeaderWorkerSet(msgspec.Struct, gc=False, tag_field="kind", tag="LeaderWor
     status: LeaderWorkerSetStatus = msgspec.field(default_factory=LeaderWorkerSetStatus)
 
 
+@final  # so that `type(obj) is Status` tells the type checker every other kind has metadata
 class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defaults=True):
     """The object of an ERROR watch event (410 Gone among others)."""
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
-from pipeline.views import parse_selector, selector_matches
-from stream.events import WatchEvent
-from stream.objects import LabelSelector, SelectorRequirement
+from pipeline.views import encode_view, parse_selector, selector_matches
+from stream.events import ReducedPod, WatchEvent, pod_key
+from stream.objects import LabelSelector, Pod, SelectorRequirement
 
 
 class Harness:
@@ -19,7 +20,7 @@ class Harness:
         self.filter, self.aggregator = pipeline.filter, pipeline.aggregator  # fed apart: passed counts the filter
         self.passed = 0
 
-    def feed(self, *events: WatchEvent) -> list[Output]:
+    def feed(self, *events: WatchEvent | ReducedPod) -> list[Output]:
         out: list[Output] = []
         for ev in events:
             change = self.filter.observe(ev)
@@ -28,7 +29,7 @@ class Harness:
                 out += self.aggregator.apply(change)
         return out
 
-    def changes(self, *events: WatchEvent) -> list[ComponentChange | GraphChange]:
+    def changes(self, *events: WatchEvent | ReducedPod) -> list[ComponentChange | GraphChange]:
         return [o for o in self.feed(*events) if isinstance(o, ComponentChange | GraphChange)]
 
 
@@ -64,6 +65,36 @@ def test_filter_drops_resource_version_annotation_and_unrelated_status_changes()
     before = h.passed
     assert h.feed(event("MODIFIED", noisy), event("MODIFIED", noisy)) == []
     assert h.passed == before
+
+
+def reduced(ev: WatchEvent) -> ReducedPod:
+    """The event as a parallel replay's worker sends it."""
+    pod = ev.object
+    assert isinstance(pod, Pod)
+    time = msgspec.msgpack.encode(ev.time)
+    key = pod_key(pod.metadata.namespace, pod.metadata.name)
+    return ReducedPod(0, key, ev.type, msgspec.Raw(encode_view(pod)), msgspec.Raw(time))
+
+
+def test_reduced_pods_are_decided_as_decoded_ones_and_repeats_dropped_before_decoding() -> None:
+    h = Harness()
+    noisy = crashing(restarts=2, resource_version="99")
+    noisy["status"]["podIP"] = "10.0.0.1"
+    got = h.feed(reduced(event("ADDED", crashing(restarts=2), time="2026-01-01T00:00:00Z")))
+    assert summary(got) == [("component", "worker", ("p-0", 2, 1)), ("graph", "g", True, ("worker",))]
+    assert got[0].time == "2026-01-01T00:00:00Z"
+    passed = h.passed
+    assert h.feed(reduced(event("MODIFIED", noisy)), reduced(event("BOOKMARK", noisy))) == []
+    assert h.passed == passed  # the same view's bytes: dropped by the filter without a decode
+    # a Pod that arrives decoded forgets the remembered bytes: the next reduced one is decided afresh
+    recovered = h.changes(event("MODIFIED", healthy()))
+    assert summary(recovered) == [("component", "worker", None), ("graph", "g", False, ())]
+    again = h.changes(reduced(event("MODIFIED", crashing(restarts=2))))
+    assert summary(again) == [("component", "worker", ("p-0", 2, 1)), ("graph", "g", True, ("worker",))]
+    assert summary(h.changes(reduced(event("DELETED", crashing(restarts=2))))) == [
+        ("component", "worker", None),
+        ("graph", "g", False, ()),
+    ]
 
 
 def test_duplicates_and_replayed_adds_change_nothing() -> None:

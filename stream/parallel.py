@@ -1,17 +1,12 @@
-"""Replaying a large JSON-lines log with its decoding spread over worker processes.
+"""Reading a large JSON-lines log with its decoding spread over worker processes.
 
 Decoding ~10 KB Pods is most of a replay's work, and it holds no state: each worker process maps the log,
-decodes byte ranges of whole lines with the serial reader's decoder, and reduces each Pod event to the
-view the filter compares (`pipeline.views.pod_view`), which it sends back msgpack-encoded (~480 bytes
-instead of ~10 KB). The main process hands those views, in log order, to the one event filter; every
-other line (other kinds, blank, bad or cut-short records) it reads itself from its own mapping through
-the serial reader's per-line code, so messages and line numbers are the same either way.
-
-Most Pod events change nothing a diagnosis reads, so the main process first compares a view's bytes with
-the bytes of the last view it passed on for that Pod, and decodes only views that differ. This drop is
-exactly the filter's: after the filter has seen an ADDED or MODIFIED view, the same view again changes
-nothing. Anything that reaches the filter another way (a DELETED, a Pod read by the main process, a log
-read serially) forgets the remembered bytes.
+decodes byte ranges of whole lines with the serial reader's decoder, and reduces each Pod event with the
+`reduce` function it was given (the caller's: the pipeline's view of a Pod, msgpack-encoded, ~480 bytes
+instead of ~10 KB). The main process yields those `ReducedPod`s in log order; every other line (other
+kinds, blank, bad or cut-short records) it reads itself from its own mapping through the serial reader's
+per-line code, so messages and line numbers are the same either way. Whether a reduced Pod changes
+anything is not decided here: the pipeline's filter compares it with the last one it passed on.
 
 Only plain, uncompressed JSON-lines files take this path; pipes, gzip, YAML and kubectl's pretty output
 are read serially. Workers are forked once per replay, from the event loop's thread while no other
@@ -27,37 +22,20 @@ import os
 import signal
 import socket
 import struct
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 
 import anyio
 import msgspec
 
-from pipeline.filter import PodObservation
-from pipeline.views import PodView, pod_view
 from stream.decode import FAST_ERRORS, read_event
-from stream.events import BadRecord, WatchEvent
+from stream.events import BadRecord, ReducedPod, WatchEvent, pod_key
 from stream.logs import JsonRecords, LogSource, Oversized, line_end, line_ranges
 from stream.objects import Pod
 
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
 AUTO_MIN_BYTES = 32 << 20  # below this, starting workers costs more than it saves
-Item = WatchEvent | PodObservation | BadRecord
-
-
-class _PodLine(msgspec.Struct, array_like=True, gc=False):
-    """A Pod event as a worker sends it: what the main process needs to drop it cheaply is decoded at
-    once (one string for the Pod's key); its view and time stay encoded until they are needed."""
-
-    line: int  # its number in the range
-    key: str  # namespace and name, by _pod_key
-    type: str
-    view: msgspec.Raw
-    time: msgspec.Raw
-
-
-def _pod_key(namespace: str, name: str) -> str:
-    """One string for a Pod's namespace and name, unambiguous even for names a bad log makes up."""
-    return f"{len(namespace)}:{namespace}{name}"
+Item = WatchEvent | ReducedPod | BadRecord
+Reduce = Callable[[Pod], bytes]  # a Pod to the encoded form the consumer of ReducedPod decodes
 
 
 class _RawLine(msgspec.Struct, array_like=True, gc=False):
@@ -72,14 +50,12 @@ class _RawLine(msgspec.Struct, array_like=True, gc=False):
 
 class _RangeResult(msgspec.Struct, array_like=True, gc=False):
     lines: int
-    pods: list[_PodLine]
+    pods: list[ReducedPod]
     raw: list[_RawLine]
 
 
 _encode = msgspec.msgpack.Encoder().encode
 _decode_range_result = msgspec.msgpack.Decoder(_RangeResult).decode
-_decode_view = msgspec.msgpack.Decoder(PodView).decode
-_decode_time = msgspec.msgpack.Decoder(str | None).decode
 
 
 class LogChanged(Exception):
@@ -114,13 +90,15 @@ def _map(path: str, identity: tuple[int, int], size: int) -> mmap.mmap:
     return mapped
 
 
-def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, end: int, limit: int) -> bytes:
-    """A range's Pod events, reduced to their views, and where its other lines are. Only a line that
+def _decode_range(
+    path: str, identity: tuple[int, int], size: int, start: int, end: int, limit: int, reduce: Reduce
+) -> bytes:
+    """A range's Pod events, reduced, and where its other lines are. Only a line that
     starts with `{` is decoded here (any other may belong to a pretty-printed record, which the main
     process reads), and none longer than the limit."""
     data = _map(path, identity, size)
     view = memoryview(data)
-    pods: list[_PodLine] = []
+    pods: list[ReducedPod] = []
     raw: list[_RawLine] = []
     lines = 0
     find = data.find
@@ -141,9 +119,9 @@ def _decode_range(path: str, identity: tuple[int, int], size: int, start: int, e
                     event = None
             if event is not None and isinstance(event.object, Pod):
                 meta = event.object.metadata
-                encoded = msgspec.Raw(_encode(pod_view(event.object)))
+                reduced = msgspec.Raw(reduce(event.object))
                 time = msgspec.Raw(_encode(event.time))
-                pods.append(_PodLine(lines, _pod_key(meta.namespace, meta.name), event.type, encoded, time))
+                pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, time))
             else:
                 raw.append(_RawLine(lines, line_start, stop, len(pods)))
             line_start = stop + 1
@@ -171,7 +149,7 @@ class _Task(msgspec.Struct, array_like=True):
 _HEADER = struct.Struct("<q")  # the length of the message that follows; negative: an error's text
 
 
-def _serve(connection: socket.socket, inherited: list[socket.socket]) -> None:
+def _serve(connection: socket.socket, inherited: list[socket.socket], reduce: Reduce) -> None:
     """A worker process: decode each range it is sent, until its socket closes.
 
     `inherited` are the replay's ends of the socket pairs, copied by the fork: closed at once, or no
@@ -188,7 +166,7 @@ def _serve(connection: socket.socket, inherited: list[socket.socket]) -> None:
                 return
             task = decode_task(_receive_exactly(connection, _HEADER.unpack(header)[0]) or b"")
             try:
-                result = _decode_range(task.path, task.identity, task.size, task.start, task.end, task.limit)
+                result = _decode_range(task.path, task.identity, task.size, task.start, task.end, task.limit, reduce)
             except Exception as exc:  # sent back and reported there, never a traceback here
                 text = (str(exc) or type(exc).__name__).encode()
                 connection.sendall(_HEADER.pack(-len(text)) + text)
@@ -218,7 +196,7 @@ class _Workers:
     """Forked decoding processes, each on a socket pair: tasks go out in order and results come back in
     order, read by the event loop itself (no threads, no pickling)."""
 
-    def __init__(self, jobs: int) -> None:
+    def __init__(self, jobs: int, reduce: Reduce) -> None:
         context = multiprocessing.get_context("fork")
         self.connections: list[socket.socket] = []
         self.processes: list[multiprocessing.process.BaseProcess] = []
@@ -226,7 +204,7 @@ class _Workers:
             parent, child = socket.socketpair()
             self.connections.append(parent)
             process = context.Process(
-                target=_serve, args=(child, self.connections), name="crashwatch-decoder", daemon=True
+                target=_serve, args=(child, self.connections, reduce), name="crashwatch-decoder", daemon=True
             )
             process.start()
             child.close()
@@ -275,14 +253,15 @@ def parallel_available() -> bool:
 
 
 class ParallelDecoder:
-    """Decoding workers for one replay; `read` yields a log's items in order, in batches."""
+    """Decoding workers for one replay; `read` yields a log's items in order, in batches.
 
-    def __init__(self, jobs: int, range_bytes: int = RANGE_BYTES) -> None:
+    The workers are forked (on first use) with `reduce`, so it need not be picklable."""
+
+    def __init__(self, jobs: int, reduce: Reduce, range_bytes: int = RANGE_BYTES) -> None:
         self.jobs = jobs
+        self.reduce = reduce
         self.range_bytes = range_bytes
         self._workers: _Workers | None = None
-        # the encoded view last passed on for each Pod, while the filter's state for it is that view's
-        self._passed: dict[str, msgspec.Raw] = {}
 
     def __enter__(self) -> ParallelDecoder:
         return self
@@ -291,10 +270,6 @@ class ParallelDecoder:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
-
-    def forget(self) -> None:
-        """Events reached the filter by another way (a log read serially): trust no remembered view."""
-        self._passed.clear()
 
     async def read(self, source: LogSource, mapped: mmap.mmap) -> AsyncGenerator[list[Item], None]:
         assert source.file is not None
@@ -308,7 +283,7 @@ class ParallelDecoder:
         records = JsonRecords(source.name, limit, source.damage)
         if self._workers is None:  # no more workers than ranges to decode
             self.jobs = max(1, min(self.jobs, len(tasks)))
-            self._workers = _Workers(self.jobs)
+            self._workers = _Workers(self.jobs, self.reduce)
         workers = self._workers
         ahead = self.jobs * 3  # tasks queued per worker beyond the one it is decoding
         for index in range(min(ahead, len(tasks))):
@@ -339,41 +314,29 @@ class ParallelDecoder:
     def _items(
         self, result: _RangeResult, records: JsonRecords, mapped: mmap.mmap, base: int, cut_at_end: bool
     ) -> list[Item]:
-        """A range's items in log order: the Pod views that may change something, and the other lines,
-        which go through the serial reader's JsonRecords, as they would in a serial read."""
+        """A range's items in log order: the reduced Pods, and the other lines, which go through the
+        serial reader's JsonRecords, as they would in a serial read."""
         size = len(mapped)
         limit = records.limit
+        pods = result.pods
         items: list[Item] = []
         taken = 0
         for raw in result.raw:
-            self._pass_on_changed(result.pods, taken, raw.before, items, records, base)
+            self._pods(pods, taken, raw.before, items, records, base)
             taken = raw.before
             last = cut_at_end and raw.end == size
             length = raw.end - raw.start
             line = Oversized(length) if length > limit else mapped[raw.start : raw.end]
-            for item in records.read(line, base + raw.line, last):
-                if isinstance(item, WatchEvent) and type(item.object) is Pod:
-                    meta = item.object.metadata
-                    self._passed.pop(_pod_key(meta.namespace, meta.name), None)
-                items.append(item)
-        self._pass_on_changed(result.pods, taken, len(result.pods), items, records, base)
+            items.extend(records.read(line, base + raw.line, last))
+        self._pods(pods, taken, len(pods), items, records, base)
         return items
 
-    def _pass_on_changed(
-        self, pods: list[_PodLine], start: int, stop: int, items: list[Item], records: JsonRecords, base: int
+    @staticmethod
+    def _pods(
+        pods: list[ReducedPod], start: int, stop: int, items: list[Item], records: JsonRecords, base: int
     ) -> None:
-        passed = self._passed
-        if records.pending is not None and start < stop:  # a pretty-printed record was open: cut short
+        if start >= stop:
+            return
+        if records.pending is not None:  # a pretty-printed record was open: cut short
             items.extend(records.cut(base + pods[start].line))
-        for index in range(start, stop):
-            pod = pods[index]
-            kind = pod.type
-            if kind == "ADDED" or kind == "MODIFIED":
-                if passed.get(pod.key) == pod.view:
-                    continue
-                passed[pod.key] = pod.view.copy()
-            elif kind == "DELETED":
-                passed.pop(pod.key, None)
-            else:
-                continue  # BOOKMARK, ERROR: the filter drops them
-            items.append(PodObservation(kind, _decode_view(pod.view), _decode_time(pod.time)))
+        items.extend(pods[start:stop])
