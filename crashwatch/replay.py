@@ -142,10 +142,16 @@ async def _deliver(
     progress: _Progress,
 ) -> bool:
     """Pass a batch's events on and report its bad records; False when --strict says stop."""
+    if BadRecord not in map(type, batch):  # the usual batch, checked without a Python-level loop
+        if batch:
+            progress.add(source.name, len(batch))
+            await send.send(cast(list[WatchEvent | ReducedPod], batch))
+        return True
     events: list[WatchEvent | ReducedPod] = []
     for entry in batch:
         if isinstance(entry, BadRecord):
             if events:
+                progress.add(source.name, len(events))
                 await send.send(events)
                 events = []
             outcome.bad += 1

@@ -33,12 +33,10 @@ class Pipeline:
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
         stop at the filter."""
-        observe, apply = self.filter.observe, self.aggregator.apply
+        apply = self.aggregator.apply
         outputs: list[Output] = []
-        for event in events:
-            change = observe(event)
-            if change is not None:
-                outputs += apply(change)
+        for update in self.filter.updates(events):
+            outputs += apply(update)
         return outputs
 
     def sync(self, time: str | None = None) -> list[Output]:
