@@ -167,25 +167,38 @@ class EventFilter:
                 return None
             self._forget(key, old)
             return ObjectUpdate("delete", key, old, time)
-        if old is not None and (old.finding, old.labels, old.uid, old.component, old.group) == (
-            view.finding,
-            view.labels,
-            view.uid,
-            view.component,
-            view.group,
-        ):
-            return None
-        if view.component is None:
-            if old is None:
+        if old is None:
+            if view.component is None:
                 return None
-            self._forget(key, old)
-            return ObjectUpdate("delete", key, old, time)
-        component = self._components.acquire(view.component)
-        view = msgspec.structs.replace(
-            view, namespace=component[0], labels=self._labels.acquire(view.labels), component=component
-        )
-        if old is not None:
-            self._release(old)
+            component = self._components.acquire(view.component)
+            labels = self._labels.acquire(view.labels)
+        else:
+            same_labels = old.labels == view.labels
+            same_component = old.component == view.component
+            if (
+                same_labels
+                and same_component
+                and old.finding == view.finding
+                and old.uid == view.uid
+                and old.group == view.group
+            ):
+                return None
+            if view.component is None:
+                self._forget(key, old)
+                return ObjectUpdate("delete", key, old, time)
+            # most updates keep the Pod's labels and component: keep the pooled ones, no hashing
+            if same_component:
+                component = old.component  # type: ignore[assignment]
+            else:
+                component = self._components.acquire(view.component)
+                if old.component is not None:
+                    self._components.release(old.component)
+            if same_labels:
+                labels = old.labels
+            else:
+                labels = self._labels.acquire(view.labels)
+                self._labels.release(old.labels)
+        view = msgspec.structs.replace(view, namespace=component[0], labels=labels, component=component)
         self._pods[key] = view
         return ObjectUpdate("upsert", key, view, time)
 

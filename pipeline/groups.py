@@ -50,8 +50,11 @@ def group_pod(pod: Pod) -> GroupPod | None:
     group = labels.get(LWS_GROUP_INDEX)
     if not lws or group is None:
         return None
-    status = pod.status
-    ready = any(c.type == "Ready" and c.status == "True" for c in status.conditions)
+    ready = False
+    for condition in pod.status.conditions:  # a loop, not any(...): no generator on a per-event path
+        if condition.type == "Ready":
+            ready = condition.status == "True"
+            break
     return GroupPod(lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0", ready, pod_failure(pod))
 
 
