@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from pipeline.crashloop import Finding
-from pipeline.filter import ObjectKey, ObjectUpdate
+from pipeline.filter import ObjectUpdate
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
 from pipeline.groups import (
     DEFAULT_WINDOW,
@@ -49,8 +49,10 @@ from pipeline.views import (
     DgdView,
     GraphKey,
     LwsView,
+    ObjectKey,
     PodView,
     StatusView,
+    ViewStore,
     label_pairs,
     selector_matches,
 )
@@ -126,12 +128,14 @@ class Aggregator:
 
     def __init__(
         self,
+        store: ViewStore,
         clock: Callable[[], str] | None = None,
         synced: bool = True,
         readiness: bool = False,
         group_window: float = DEFAULT_WINDOW,
     ) -> None:
-        """`synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
+        """`store` holds the current view of every object; the filter keeps it, this only reads it.
+        `synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
         Pod before it may conclude that a failure it reported earlier has cleared. `readiness=True` also
         emits a `GraphReadiness` whenever what a waiter sees of a graph changes (`wait` and `get`), from
         `sync()` on. `group_window` is the most seconds between two recreations of a LeaderWorkerSet group
@@ -141,21 +145,25 @@ class Aggregator:
         self._groups: dict[GroupKey, GroupHistory] = {}
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
         self._groups_of_lws: Index[ObjectKey, GroupKey] = Index()
-        self.lws: dict[ObjectKey, LwsView] = {}
+        self.store = store
+        self.lws = store.lws
         self.synced = synced
         self._readiness: dict[GraphKey, GraphReadiness] | None = {} if readiness else None
-        self.pods: dict[ObjectKey, PodView] = {}
+        self.pods = store.pods
         self._components: dict[ComponentKey, _Component] = {}
         self._graphs: dict[GraphKey, _Graph] = {}
-        self.deployments: dict[ObjectKey, DeploymentView] = {}
+        self.deployments = store.deployments
         self._deployment_anchor: Index[tuple[str, str, str], ObjectKey] = Index()
         self._deployment_unanchored: Index[str, ObjectKey] = Index()
         self._deployment_by_dcd: Index[ObjectKey, ObjectKey] = Index()
-        self.dcds: dict[ObjectKey, DcdView] = {}
+        self.dcds = store.dcds
         self._dcd_by_component: Index[ComponentKey, ObjectKey] = Index()
         self._dcd_by_graph: Index[GraphKey, ObjectKey] = Index()
-        self.dgds: dict[ObjectKey, DgdView] = {}
-        self._sent: dict[tuple[str, ObjectKey], tuple[StatusWanted, StatusView]] = {}
+        self.dgds = store.dgds
+        # the status last decided for each DCD/DGD and the view it was decided on: a plan, not a record
+        # of writes (what was written and is being written is the status patcher's alone); it lets a
+        # plan read an object as it will be once that status lands, until a newer view of it comes in
+        self._decided: dict[tuple[str, ObjectKey], tuple[StatusWanted, StatusView]] = {}
 
     # --- queries -------------------------------------------------------------------------------------
 
@@ -181,7 +189,7 @@ class Aggregator:
         Called again (a watcher that gains the leader's lease, crashwatch.leader), it decides them all
         afresh from what it observes: the writes counted as made meanwhile were not sent by a follower."""
         if self.synced:
-            self._sent.clear()
+            self._decided.clear()
         self.synced = True
         now = time or self._clock()
         # a group loop reported before a restart holds until its group is Ready: decide that now that
@@ -199,13 +207,17 @@ class Aggregator:
     def apply(self, change: ObjectUpdate) -> list[Output]:
         """The one dispatch on an object's kind: its view's type."""
         upsert = change.op == "upsert"
+        previous = change.previous
         match change.view:
             case PodView() as pod:
-                return self._apply_pod(change.key, pod if upsert else None, change.time)
+                assert previous is None or type(previous) is PodView
+                return self._apply_pod(change.key, previous, pod if upsert else None, change.time)
             case DeploymentView() as deployment:
-                return self._apply_deployment(change.key, deployment if upsert else None, change.time)
+                assert previous is None or type(previous) is DeploymentView
+                return self._apply_deployment(change.key, previous, deployment if upsert else None, change.time)
             case DcdView() as dcd:
-                return self._apply_dcd(change.key, dcd if upsert else None, change.time)
+                assert previous is None or type(previous) is DcdView
+                return self._apply_dcd(change.key, previous, dcd if upsert else None, change.time)
             case DgdView() as dgd:
                 return self._apply_dgd(change.key, dgd if upsert else None, change.time)
             case LwsView() as lws:
@@ -213,14 +225,9 @@ class Aggregator:
 
     # --- Pods ---------------------------------------------------------------------------------------
 
-    def _apply_pod(self, key: ObjectKey, new: PodView | None, time: str | None) -> list[Output]:
-        old = self.pods.get(key)
+    def _apply_pod(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
         if old is None and new is None:
             return []
-        if new is None:
-            del self.pods[key]
-        else:
-            self.pods[key] = new
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         if old_component is not None:
@@ -468,15 +475,15 @@ class Aggregator:
 
     # --- Deployments, DCDs, DGDs ------------------------------------------------------------------
 
-    def _apply_deployment(self, key: ObjectKey, new: DeploymentView | None, time: str | None) -> list[Output]:
-        old = self.deployments.pop(key, None)
+    def _apply_deployment(
+        self, key: ObjectKey, old: DeploymentView | None, new: DeploymentView | None, time: str | None
+    ) -> list[Output]:
         owners: list[ObjectKey] = []
         if old is not None:
             self._unindex_deployment(key, old)
             if old.owner_dcd is not None:
                 owners.append((old.namespace, old.owner_dcd))
         if new is not None:
-            self.deployments[key] = new
             self._index_deployment(key, new)
             if new.owner_dcd is not None and (new.namespace, new.owner_dcd) not in owners:
                 owners.append((new.namespace, new.owner_dcd))
@@ -514,16 +521,13 @@ class Aggregator:
             return None
         return (dcd.namespace, dcd.graph, dcd.component)
 
-    def _apply_dcd(self, key: ObjectKey, new: DcdView | None, time: str | None) -> list[Output]:
-        old = self.dcds.pop(key, None)
+    def _apply_dcd(self, key: ObjectKey, old: DcdView | None, new: DcdView | None, time: str | None) -> list[Output]:
         graphs: list[GraphKey] = []
         for view, add in ((old, False), (new, True)):
             if view is None:
                 continue
             component = self._dcd_component(view)
             graph = (view.namespace, view.graph) if view.graph else None
-            if add:
-                self.dcds[key] = view
             if component is not None:
                 (self._dcd_by_component.add if add else self._dcd_by_component.remove)(component, key)
             if graph is not None:
@@ -531,7 +535,7 @@ class Aggregator:
                 if graph not in graphs:
                     graphs.append(graph)
         if new is None:
-            self._sent.pop(("dcd", key), None)
+            self._decided.pop(("dcd", key), None)
         now = time or self._clock()
         outputs: list[Output] = self._plan_dcd(key, now) if new is not None else []
         for graph in graphs:
@@ -540,19 +544,13 @@ class Aggregator:
 
     def _apply_dgd(self, key: ObjectKey, new: DgdView | None, time: str | None) -> list[Output]:
         if new is None:
-            self.dgds.pop(key, None)
-            self._sent.pop(("dgd", key), None)
+            self._decided.pop(("dgd", key), None)
             return self._judge([key], time)
-        self.dgds[key] = new
         return self._plan_dgd(key, time or self._clock()) + self._judge([key], time)
 
     def _apply_lws(self, key: ObjectKey, new: LwsView | None, time: str | None) -> list[Output]:
         """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten
         with their history, and its `Failed` condition, if any, is weighed for its groups."""
-        if new is None:
-            self.lws.pop(key, None)
-        else:
-            self.lws[key] = new
         touched: list[ComponentKey] = []
         for group_key in sorted(self._groups_of_lws.get(key)):
             history = self._groups[group_key]
@@ -589,26 +587,26 @@ class Aggregator:
         state, condition = ready if ready is not None else (None, None)
         return self._want(("dgd", graph), dgd, (condition, dgd_stalled(dgd, verdict)), state, now)
 
-    def _effective(self, sent_key: tuple[str, ObjectKey], view: StatusView | None) -> StatusView | None:
-        """The object as it will read once our last write lands, while no newer observation came in.
+    def _effective(self, decided_key: tuple[str, ObjectKey], view: StatusView | None) -> StatusView | None:
+        """The object as it will read once the status last decided for it lands, while no newer view came in.
 
         A newer observation replaces it: if another writer overwrote our failure, the plan sees that and
         asserts it again (the patcher sink spaces such retries with backoff).
         """
-        sent = self._sent.get(sent_key)
-        if view is None or sent is None:
+        decided = self._decided.get(decided_key)
+        if view is None or decided is None:
             return view
-        if sent[1] is not view:
-            del self._sent[sent_key]
+        if decided[1] is not view:
+            del self._decided[decided_key]
             return view
-        wanted = sent[0]
+        wanted = decided[0]
         return msgspec.structs.replace(
             view, conditions=wanted.conditions, state=wanted.state if wanted.state is not None else view.state
         )
 
     def _want(
         self,
-        sent_key: tuple[str, ObjectKey],
+        decided_key: tuple[str, ObjectKey],
         view: StatusView,
         decided: tuple[Condition | None, ...],
         state: str | None,
@@ -617,10 +615,10 @@ class Aggregator:
         wanted = wanted_status(view, tuple(c for c in decided if c is not None), state, now)
         if wanted is None:
             return []
-        observed = self.dcds.get(sent_key[1]) if sent_key[0] == "dcd" else self.dgds.get(sent_key[1])
+        observed = self.dcds.get(decided_key[1]) if decided_key[0] == "dcd" else self.dgds.get(decided_key[1])
         if observed is None:
             return []
-        self._sent[sent_key] = (wanted, observed)
+        self._decided[decided_key] = (wanted, observed)
         return [wanted]
 
     # --- introspection for tests and benchmarks ----------------------------------------------------

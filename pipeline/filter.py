@@ -14,27 +14,38 @@ that arrives decoded forgets its bytes, so the two ways never disagree.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from pipeline.views import VIEWS, ComponentKey, Labels, PodView, View, decode_view, intern_labels, pod_view
+from pipeline.views import (
+    VIEWS,
+    ComponentKey,
+    Labels,
+    ObjectKey,
+    PodView,
+    View,
+    ViewStore,
+    decode_view,
+    intern_labels,
+    pod_view,
+)
 from stream.events import ReducedPod, WatchEvent, pod_key
 from stream.objects import Pod
 
-# Objects are keyed by namespace and name: a delete and a recreate that arrive as one update are then
-# just an update, and the uid guards against a late DELETED of an object that was already replaced.
-ObjectKey = tuple[str, str]
+__all__ = ["EventFilter", "ObjectKey", "ObjectUpdate"]
 
 
 class ObjectUpdate(msgspec.Struct, frozen=True, gc=False):
-    """An object's new view (`upsert`) or its departure (`delete`, with its last view)."""
+    """An object's new view (`upsert`) or its departure (`delete`, with its last view). `previous` is
+    the view it replaces (None for a new object): the store already holds the new one."""
 
     op: Literal["upsert", "delete"]
     key: ObjectKey
     view: View
     time: str | None
+    previous: View | None
 
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
@@ -85,24 +96,26 @@ def _intern_key(key: ComponentKey) -> ComponentKey:
 
 
 class EventFilter:
-    """Remembers the last view of each object it let through."""
+    """Keeps the last view of each object it let through, in the pipeline's one `ViewStore`."""
 
-    def __init__(self) -> None:
-        self._pods: dict[ObjectKey, PodView] = {}
-        self._others: dict[type, dict[ObjectKey, View]] = {}  # per view type
+    def __init__(self, store: ViewStore | None = None) -> None:
+        self.store = store if store is not None else ViewStore()
+        self._pods = self.store.pods
+        self._others = self.store.by_type
         self._labels: _ValuePool[Labels] = _ValuePool(intern_labels)
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
 
     def __len__(self) -> int:
-        return len(self._pods) + sum(len(views) for views in self._others.values())
+        return len(self.store)
 
-    def updates(self, events: Iterable[WatchEvent | ReducedPod]) -> list[ObjectUpdate]:
-        """The updates of a batch, in order. Most of a parallel replay's Pods repeat their last view:
-        they are dropped in this loop, at the cost of a dict lookup, before any call."""
+    def updates(self, events: Iterable[WatchEvent | ReducedPod]) -> Iterator[ObjectUpdate]:
+        """The updates of a batch, in order, each yielded before the next event is looked at (the store
+        holds the newest view: whoever reads it must see each update in turn). Most of a parallel
+        replay's Pods repeat their last view: they are dropped in this loop, at the cost of a dict lookup,
+        before any call."""
         reduced = self._reduced
         observe_event, observe_reduced = self.observe_event, self.observe_reduced
-        updates: list[ObjectUpdate] = []
         for event in events:
             if isinstance(event, ReducedPod):
                 if (event.type == "MODIFIED" or event.type == "ADDED") and reduced.get(event.key) == event.view:
@@ -111,8 +124,7 @@ class EventFilter:
             else:
                 update = observe_event(event)
             if update is not None:
-                updates.append(update)
-        return updates
+                yield update
 
     def observe(self, event: WatchEvent | ReducedPod) -> ObjectUpdate | None:
         if isinstance(event, ReducedPod):
@@ -130,18 +142,18 @@ class EventFilter:
         view = view_of(event)
         if view is None:
             return None
-        views = self._others.setdefault(type(view), {})
+        views = self._others[type(view)]
         key = (view.namespace, view.name)
         old = views.get(key)
         if event.type == "DELETED":
             if old is None or old.uid != view.uid:
                 return None
             del views[key]
-            return ObjectUpdate("delete", key, old, event.time)
+            return ObjectUpdate("delete", key, old, event.time, old)
         if old == view:
             return None
         views[key] = view
-        return ObjectUpdate("upsert", key, view, event.time)
+        return ObjectUpdate("upsert", key, view, event.time, old)
 
     def observe_reduced(self, pod: ReducedPod) -> ObjectUpdate | None:
         """A reduced Pod: dropped on equal bytes, else decoded and decided as any Pod."""
@@ -166,7 +178,7 @@ class EventFilter:
             if old is None or old.uid != view.uid:
                 return None
             self._forget(key, old)
-            return ObjectUpdate("delete", key, old, time)
+            return ObjectUpdate("delete", key, old, time, old)
         if old is None:
             if view.component is None:
                 return None
@@ -185,7 +197,7 @@ class EventFilter:
                 return None
             if view.component is None:
                 self._forget(key, old)
-                return ObjectUpdate("delete", key, old, time)
+                return ObjectUpdate("delete", key, old, time, old)
             # most updates keep the Pod's labels and component: keep the pooled ones, no hashing
             if same_component:
                 component = old.component  # type: ignore[assignment]
@@ -200,7 +212,7 @@ class EventFilter:
                 self._labels.release(old.labels)
         view = msgspec.structs.replace(view, namespace=component[0], labels=labels, component=component)
         self._pods[key] = view
-        return ObjectUpdate("upsert", key, view, time)
+        return ObjectUpdate("upsert", key, view, time, old)
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]

@@ -13,6 +13,7 @@ from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
+from pipeline.views import ViewStore
 from stream.events import ReducedPod, WatchEvent
 
 
@@ -27,8 +28,11 @@ class Pipeline:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
         emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
         recreation loop. See `Aggregator`."""
-        self.filter = EventFilter()
-        self.aggregator = Aggregator(clock=clock, synced=synced, readiness=readiness, group_window=group_window)
+        self.store = ViewStore()
+        self.filter = EventFilter(self.store)
+        self.aggregator = Aggregator(
+            self.store, clock=clock, synced=synced, readiness=readiness, group_window=group_window
+        )
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads

@@ -262,6 +262,34 @@ def _status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment, is_dgd:
 
 View = PodView | DeploymentView | DcdView | DgdView | LwsView
 
+# Objects are keyed by namespace and name: a delete and a recreate that arrive as one update are then
+# just an update, and the uid guards against a late DELETED of an object that was already replaced.
+ObjectKey = tuple[str, str]
+
+
+class ViewStore:
+    """The current view of every object the pipeline holds, once: the filter writes it (it decides what
+    changed) and the aggregator reads it, so no object is held twice."""
+
+    __slots__ = ("by_type", "dcds", "deployments", "dgds", "lws", "pods")
+
+    def __init__(self) -> None:
+        self.pods: dict[ObjectKey, PodView] = {}  # only Pods with the graph and component labels
+        self.deployments: dict[ObjectKey, DeploymentView] = {}
+        self.dcds: dict[ObjectKey, DcdView] = {}
+        self.dgds: dict[ObjectKey, DgdView] = {}
+        self.lws: dict[ObjectKey, LwsView] = {}
+        # the views of every kind but Pods, by their type: the filter's generic path
+        self.by_type: dict[type, dict[ObjectKey, Any]] = {
+            DeploymentView: self.deployments,
+            DcdView: self.dcds,
+            DgdView: self.dgds,
+            LwsView: self.lws,
+        }
+
+    def __len__(self) -> int:
+        return sum(len(views) for views in (self.pods, *self.by_type.values()))
+
 # The one place a decoded object's kind picks its view; the aggregator dispatches on the view's type.
 VIEWS: dict[type[Any], Callable[[Any], View]] = {
     Pod: pod_view,
