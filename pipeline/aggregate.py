@@ -28,7 +28,6 @@ from pipeline.groups import (
     group_finding,
     held_finding,
     is_group_text,
-    seconds,
 )
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.readiness import graph_readiness
@@ -288,23 +287,54 @@ class Aggregator:
                     touched.append(history.component)
                 history.component = new.component
                 self._groups_of.add(new.component, group_key)
-            before = (history.streak, history.ready)
-            history.observe(name, new.uid, new_group, seconds(time), self.group_window)
-            if history.streak != before[0] or (history.ready != before[1] and self._group_matters(group_key)):
+            streak = history.streak
+            history.observe(name, new.uid, new_group, time, self.group_window)
+            # a new Pod or a readiness flip may change whether the group is all Ready
+            flipped = old is None or old.group is None or old.group.ready != new_group.ready
+            if history.streak != streak or (flipped and self._group_matters(group_key)):
                 touched.append(new.component)
         return touched
 
+    def _group_ready(self, group_key: GroupKey) -> bool:
+        """Whether the group has Pods and they are all Ready, as their views say now."""
+        history = self._groups[group_key]
+        if not history.pods:
+            return False
+        namespace, pods = group_key[0], self.pods
+        for name in history.pods:
+            view = pods.get((namespace, name))
+            if view is None or view.group is None or not view.group.ready:
+                return False
+        return True
+
+    def group_matters(self, namespace: str, lws: str, group: str) -> bool:
+        """For the filter: whether a readiness flip of a Pod of this group can change a verdict or a status
+        (an unknown group: yes, let it through)."""
+        group_key = (namespace, lws, group)
+        return group_key not in self._groups or self._group_matters(group_key)
+
     def _group_matters(self, group_key: GroupKey) -> bool:
         """Whether the group's readiness can decide its component's verdict: it is on a streak, its LWS
-        says it failed, or the component reports a group loop (a held one among them)."""
+        says it failed, or the component reports a group loop that no group of it is finding now (a held
+        one: any group turning Ready may clear it). While another group loops, that group's finding is
+        the verdict, whatever this one's readiness."""
         history = self._groups[group_key]
         if history.streak >= MIN_RECREATIONS:
             return True
         lws = self.lws.get((group_key[0], group_key[1]))
         if lws is not None and lws.failed is not None:
             return True
-        state = self._components.get(history.component) if history.component is not None else None
-        return state is not None and state.reported is not None and bool(state.reported.text)
+        component = history.component
+        if component is None:
+            return False
+        state = self._components.get(component)
+        if state is None or state.reported is None or not state.reported.text:
+            return False
+        for other in self._groups_of.get(component):
+            looping = self._groups[other]
+            if looping.last_failure is not None and looping.looping(self._group_ready(other)):
+                return False
+        return True
 
     def _forget_group_if_idle(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
         """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember."""
@@ -410,19 +440,32 @@ class Aggregator:
         )
 
     def _group_finding(self, component: ComponentKey, groups: set[GroupKey]) -> Finding | None:
-        """The first recreation-looping group of the component; else a group loop its status reports
-        while one of its groups is not Ready (a restarted watcher has lost the history that found it)."""
-        for group_key in sorted(groups):
+        """The first recreation-looping group of the component (in key order); else a group loop its
+        status reports while one of its groups is not Ready (a restarted watcher has lost the history
+        that found it). Readiness is read only for groups that could be looping: on a path every
+        recompute of an LWS-backed component takes."""
+        first: GroupKey | None = None
+        for group_key in groups:
+            if first is not None and group_key > first:
+                continue
             history = self._groups[group_key]
-            if history.looping() and history.last_failure is not None:
-                return group_finding(group_key[1], group_key[2], history.streak, history.last_failure)
-            lws = self.lws.get((group_key[0], group_key[1]))
-            if lws is not None and lws.failed is not None and not history.ready:
-                return budget_finding(group_key[1], group_key[2], lws.failed)
-        if all(self._groups[group_key].ready for group_key in groups):
-            return None
+            if not (history.streak >= MIN_RECREATIONS and history.last_failure is not None):
+                lws = self.lws.get((group_key[0], group_key[1]))
+                if lws is None or lws.failed is None:
+                    continue
+            if not self._group_ready(group_key):
+                first = group_key
+        if first is not None:
+            history = self._groups[first]
+            if history.streak >= MIN_RECREATIONS and history.last_failure is not None:
+                return group_finding(first[1], first[2], history.streak, history.last_failure)
+            failed = self.lws[(first[0], first[1])].failed
+            assert failed is not None
+            return budget_finding(first[1], first[2], failed)
         text = self._reported_group_loop(component)
-        return held_finding(text) if text is not None else None
+        if text is None or all(self._group_ready(group_key) for group_key in groups):
+            return None
+        return held_finding(text)
 
     def _reported_group_loop(self, component: ComponentKey) -> str | None:
         """The group loop the component's DCD (else its DGD) reports, in crashwatch's own words."""
@@ -572,7 +615,7 @@ class Aggregator:
         owned = sorted(self._deployment_by_dcd.get(key))
         deployment = self.deployments[owned[0]] if owned else None
         groups = self._groups_of.get(component) if component is not None else _EMPTY
-        groups_ready = all(self._groups[g].ready for g in groups) if groups else None
+        groups_ready = all(self._group_ready(g) for g in groups) if groups else None
         decided = (dcd_available(dcd, finding, deployment, groups_ready), dcd_stalled(dcd, finding))
         return self._want(("dcd", key), dcd, decided, None, now)
 

@@ -19,6 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
+from pipeline.groups import GroupPod
 from pipeline.views import (
     VIEWS,
     ComponentKey,
@@ -105,6 +106,9 @@ class EventFilter:
         self._labels: _ValuePool[Labels] = _ValuePool(intern_labels)
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
+        # the aggregator's answer to "can a readiness flip of a Pod of this LeaderWorkerSet group (namespace,
+        # LWS, group index) change anything?"; without it every flip is passed on
+        self.group_matters: Callable[[str, str, str], bool] | None = None
 
     def __len__(self) -> int:
         return len(self.store)
@@ -187,14 +191,15 @@ class EventFilter:
         else:
             same_labels = old.labels == view.labels
             same_component = old.component == view.component
-            if (
-                same_labels
-                and same_component
-                and old.finding == view.finding
-                and old.uid == view.uid
-                and old.group == view.group
-            ):
-                return None
+            if same_labels and same_component and old.finding == view.finding and old.uid == view.uid:
+                if old.group == view.group:
+                    return None
+                if self._quiet_flip(old.namespace, old.group, view.group):
+                    # kept (whoever reads the group's readiness later reads it here), not passed on
+                    self._pods[key] = msgspec.structs.replace(
+                        view, namespace=old.namespace, labels=old.labels, component=old.component
+                    )
+                    return None
             if view.component is None:
                 self._forget(key, old)
                 return ObjectUpdate("delete", key, old, time, old)
@@ -213,6 +218,16 @@ class EventFilter:
         view = msgspec.structs.replace(view, namespace=component[0], labels=labels, component=component)
         self._pods[key] = view
         return ObjectUpdate("upsert", key, view, time, old)
+
+    def _quiet_flip(self, namespace: str, old: GroupPod | None, new: GroupPod | None) -> bool:
+        """A LeaderWorkerSet Pod's readiness flip that its group's state says cannot change a verdict."""
+        return (
+            old is not None
+            and new is not None
+            and self.group_matters is not None
+            and (old.lws, old.group, old.leader, old.failure) == (new.lws, new.group, new.leader, new.failure)
+            and not self.group_matters(namespace, old.lws, old.group)
+        )
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]

@@ -139,7 +139,9 @@ class GroupHistory:
     __slots__ = ("component", "failure", "last_failure", "last_time", "leader_uid", "pods", "streak")
 
     def __init__(self) -> None:
-        self.pods: dict[str, bool] = {}  # current Pod name -> Ready
+        # the names of its current Pods; their readiness is read from the Pods' views when it is needed,
+        # so a readiness flip that cannot change a verdict need not reach the group at all
+        self.pods: set[str] = set()
         self.leader_uid = ""
         self.failure: Finding | None = None  # seen on the current incarnation
         self.last_failure: Finding | None = None  # the one the last recreation followed
@@ -147,18 +149,19 @@ class GroupHistory:
         self.last_time: float | None = None
         self.component: tuple[str, str, str] | None = None
 
-    def observe(self, name: str, uid: str, pod: GroupPod | None, when: float | None, window: float) -> None:
-        """A Pod of the group appeared, changed (`pod`) or left (None)."""
+    def observe(self, name: str, uid: str, pod: GroupPod | None, time: str | None, window: float) -> None:
+        """A Pod of the group appeared, changed (`pod`) or left (None), at `time` (RFC 3339: read only when
+        the group was recreated, not on every readiness flip)."""
         if pod is None:
-            self.pods.pop(name, None)
+            self.pods.discard(name)
             return
         if pod.leader and uid != self.leader_uid:
             if self.leader_uid:
-                self._recreated(when, window)
+                self._recreated(seconds(time), window)
             self.leader_uid = uid
         if pod.failure is not None:
             self.failure = pod.failure
-        self.pods[name] = pod.ready
+        self.pods.add(name)
 
     def _recreated(self, when: float | None, window: float) -> None:
         if self.failure is None:  # not after a failure: a rollout or a delete by hand ends the streak
@@ -170,9 +173,6 @@ class GroupHistory:
         self.last_time = when if when is not None else self.last_time
         self.last_failure, self.failure = self.failure, None
 
-    @property
-    def ready(self) -> bool:
-        return bool(self.pods) and all(self.pods.values())
-
-    def looping(self) -> bool:
-        return self.streak >= MIN_RECREATIONS and not self.ready
+    def looping(self, ready: bool) -> bool:
+        """Whether the group is recreation-looping, given whether its current Pods are all Ready."""
+        return self.streak >= MIN_RECREATIONS and not ready

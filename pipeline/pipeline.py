@@ -33,6 +33,7 @@ class Pipeline:
         self.aggregator = Aggregator(
             self.store, clock=clock, synced=synced, readiness=readiness, group_window=group_window
         )
+        self.filter.group_matters = self.aggregator.group_matters
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads

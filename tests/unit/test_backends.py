@@ -79,3 +79,27 @@ def test_lws_saying_its_restart_budget_ran_out_is_a_loop_until_the_group_is_read
     )
     out = feed(pipeline, [event("MODIFIED", lws_pod(ready=True)), event("MODIFIED", lws_pod(worker=1, ready=True))])
     assert [c.finding for c in components(out)] == [None]
+
+
+def test_readiness_flips_of_a_group_that_cannot_act_on_them_are_kept_but_not_passed_on() -> None:
+    pipeline = Pipeline()
+    feed(pipeline, [event("ADDED", lws()), event("ADDED", lws_pod(ready=True)), event("ADDED", lws_pod(worker=1))])
+    worker = ("ns", "g-worker-0-0-1")
+    for ready in (True, False):  # no streak, its LWS content: nothing a flip could change
+        assert pipeline.filter.observe(event("MODIFIED", lws_pod(worker=1, ready=ready))) is None
+        group = pipeline.store.pods[worker].group
+        assert group is not None and group.ready is ready  # kept, for whoever reads the group later
+    # LWS's restart budget runs out: whether the group is all Ready is read from the kept views
+    (change,) = components(feed(pipeline, [event("MODIFIED", lws(failed="group 0 restarted 5 times"))]))
+    assert change.finding is not None
+    # from now on the group's flips can clear it: they are passed on
+    out = feed(pipeline, [event("MODIFIED", lws_pod(worker=1, ready=True))])
+    assert [c.finding for c in components(out)] == [None]
+
+
+def test_a_quiet_flip_to_ready_is_seen_when_the_budget_runs_out() -> None:
+    pipeline = Pipeline()
+    feed(pipeline, [event("ADDED", lws()), event("ADDED", lws_pod(ready=True)), event("ADDED", lws_pod(worker=1))])
+    assert feed(pipeline, [event("MODIFIED", lws_pod(worker=1, ready=True))]) == []
+    # the group is all Ready by the kept views: an exhausted budget is no loop
+    assert components(feed(pipeline, [event("MODIFIED", lws(failed="group 0 restarted 5 times"))])) == []
