@@ -1,8 +1,9 @@
-"""Writes the bundled example logs. Run from the repository root: python -m examples.generate
+"""Writes the bundled example logs. Run from the repository root: python -m examples.generate [FOLDER]
 
-The logs are checked in; this script says how they were made and remakes them after a change to
-`examples/realistic.py`. Their expected outputs (examples/*.expected.*) were read line by line against the
-scenario below before they were checked in; tests/replay compares the CLI against them.
+The logs are checked in; this script says how they were made, from the realistic objects of the builders
+the tests share (tests/builders.py). Their expected outputs (examples/*.expected.*) were read line by line
+against the scenario below before they were checked in; tests/replay compares the CLI against them, and
+checks that this script, writing into another FOLDER, remakes every log byte for byte.
 """
 
 from __future__ import annotations
@@ -418,21 +419,21 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
     return _recorded(events, 73_400)
 
 
-def main() -> None:
-    with open(HERE / "rollout-recovers.jsonl", "w") as out:
+def main(folder: Path = HERE) -> None:
+    with open(folder / "rollout-recovers.jsonl", "w") as out:
         for event in rollout_recovers():
             out.write(json.dumps(event, separators=(",", ":")) + "\n")
-    with open(HERE / "two-failing-components.json", "w") as out:
+    with open(folder / "two-failing-components.json", "w") as out:
         for event in two_failing_components():
             out.write(json.dumps(event, indent=4) + "\n")
     for name, events in (
         ("grove-crash-loop.jsonl", grove_crash_loop()),
         ("lws-recreation-loop.jsonl", lws_recreation_loop()),
     ):
-        with open(HERE / name, "w") as out:
+        with open(folder / name, "w") as out:
             for event in events:
                 out.write(json.dumps(event, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
