@@ -32,26 +32,37 @@ from typing import Any
 
 import msgspec
 
-from examples.generate import grove_dgd, grove_labels, grove_pod, leader_worker_set, lws_labels, lws_pod
-from examples.realistic import (
-    component_labels,
-    dcd,
-    deployment,
-    dgd,
-    set_crashing,
-    set_init_crashing,
-    set_running,
-    worker_pod,
-)
 from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, ViewStore, selector_matches
 from stream.events import WatchEvent
-from stream.objects import ContainerState, ContainerStatus, Pod, PodCondition, StateTerminated, StateWaiting
+from stream.objects import Pod
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
+sys.path.insert(0, str(ROOT / "tests"))  # the builders the tests use
+
+from builders import (  # noqa: E402
+    component_labels,
+    container,
+    dcd,
+    deployment,
+    dgd,
+    event,
+    grove_dgd,
+    grove_labels,
+    grove_pod,
+    lws,
+    lws_labels,
+    lws_name,
+    lws_pod,
+    pod,
+    set_crashing,
+    set_init_crashing,
+    set_running,
+    worker_pod,
+)
 
 
 def generate_log(path: Path, events: int, pods: int, churn: bool = False, seed: int = 7) -> None:
@@ -127,7 +138,7 @@ def _lws_name(graph: str, component: str) -> str:
 
 
 def mixed_pod(i: int) -> dict[str, Any]:
-    """Pod i of the mixed log, realistic (examples/realistic.py) and labelled as its backend makes it: a
+    """Pod i of the mixed log, realistic (tests/builders.py) and labelled as its backend makes it: a
     Deployment's replica, a Grove PodClique's Pod, or the leader (even replicas) or worker of one of the
     10 two-Pod groups of the component's LeaderWorkerSet."""
     ns, graph, backend, component, replica = _pod_place(i)
@@ -136,30 +147,37 @@ def mixed_pod(i: int) -> dict[str, Any]:
         return worker_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, node=node)
     if backend == "grove":
         return grove_pod(ns, graph, component, replica, f"{i:06d}", node)
-    lws = _lws_name(graph, component)
-    return lws_pod(ns, graph, component, lws, replica % 2, 1, "2026-11-20T10:00:00Z", node, group=replica // 2)
+    group_set = _lws_name(graph, component)
+    return lws_pod(
+        group_set, replica // 2, replica % 2, ready=None, component=component, namespace=ns, graph=graph, node=node
+    )
 
 
 def mixed_graph_objects(pods: int) -> list[dict[str, Any]]:
     """The graphs' own objects: a DGD each; for a Deployment graph a DCD and a Deployment per component,
     for an LWS graph a DCD and a LeaderWorkerSet per component; a Grove graph has only its DGD, whose
     status.components speaks for its PodCliques."""
-    v = "nvidia.com/v1beta1"
     out: list[dict[str, Any]] = []
     components = [f"worker-{c}" for c in range(10)]
     for first in range(0, pods, 200):
         ns, graph, backend, _, _ = _pod_place(first)
         if backend == "grove":
-            out.append(grove_dgd(ns, graph, dict.fromkeys(components, 20), dict.fromkeys(components, 0)))
+            reported = dict.fromkeys(components, ("PodClique", 20, 20, 0))
+            out.append(
+                grove_dgd(reported, name=graph, namespace=ns, reason="pods_not_ready", message="", realistic=True)
+            )
             continue
-        out.append(dgd(ns, graph, api_version=v))
+        out.append(dgd(graph, ns, realistic=True))
         for component in components:
             name = f"{graph}-{component}"
-            out.append(dcd(ns, graph, component, name, api_version=v))
+            out.append(dcd(name, graph, component, ns, realistic=True))
             if backend == "deployment":
-                out.append(deployment(ns, graph, component, name))
+                out.append(deployment(name, ns, owner_dcd=name, graph=graph, component=component, realistic=True))
             else:
-                out.append(leader_worker_set(ns, graph, component, _lws_name(graph, component), name, False, 10))
+                group_set = _lws_name(graph, component)
+                out.append(
+                    lws(group_set, 10, namespace=ns, graph=graph, component=component, owner_dcd=name, realistic=True)
+                )
     return out
 
 
@@ -312,36 +330,13 @@ def time_kubernetes_asyncio(log: Path, sample: int) -> tuple[float, int]:
     return asyncio.run(measure()), len(lines)
 
 
-def small_pod(ns: str, name: str, graph: str, component: str, selector: str) -> WatchEvent:
-    labels = {
-        "nvidia.com/dynamo-graph-deployment-name": graph,
-        "nvidia.com/dynamo-component": component,
-        "nvidia.com/selector": selector,
-        "nvidia.com/dynamo-component-type": "worker",
-        "nvidia.com/dynamo-namespace": f"{graph}-ns",
-        "app.kubernetes.io/managed-by": "dynamo-operator",
-        "app.kubernetes.io/part-of": graph,
-        "app.kubernetes.io/name": selector,
-        "pod-template-hash": "6d9f7c8b5",
-    }
-    raw = {
-        "type": "ADDED",
-        "object": {
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "namespace": ns,
-                "uid": f"{name}-0c9d8e7f-1a2b-3c4d-5e6f-7a8b9c0d1e2f",
-                "labels": labels,
-            },
-            "status": {
-                "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True"}],
-                "containerStatuses": [{"name": "main", "restartCount": 0, "state": {"running": {}}}],
-            },
-        },
-    }
-    return msgspec.convert(raw, WatchEvent)
+def worker_event(ns: str, name: str, graph: str, component: str, crash_looping: bool = False) -> WatchEvent:
+    """A small worker Pod (labels and status, no spec) ADDED: Ready, or crash-looping (3 restarts, down
+    after exit 1 with no reason given)."""
+    labels = component_labels(graph, component, template_hash="6d9f7c8b5")
+    main = container(restarts=3, reason=None) if crash_looping else container(state="running")
+    uid = f"{name}-0c9d8e7f-1a2b-3c4d-5e6f-7a8b9c0d1e2f"  # unique, and as long as the per-Pod figures assume
+    return event("ADDED", pod(name, ns, uid, labels, [main], ready=not crash_looping))
 
 
 def fill(pods: int, namespace_count: int = 1) -> tuple[EventFilter, Aggregator]:
@@ -352,7 +347,7 @@ def fill(pods: int, namespace_count: int = 1) -> tuple[EventFilter, Aggregator]:
         graph = f"graph-{i // 2000}"
         component = f"worker-{i // 20}"
         ns = f"team-{(i // 2000) % namespace_count}"
-        ev = small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}")
+        ev = worker_event(ns, f"{graph}-{component}-{i:06d}", graph, component)
         change = f.observe(ev)
         assert change is not None
         a.apply(change)
@@ -368,18 +363,8 @@ def aggregator_times(pods: int, rounds: int = 3) -> tuple[float, float, str]:
         graph, component = f"graph-{i // 2000}", f"worker-{i // 20}"
         ns = f"team-{(i // 2000) % 10}"
         name = f"{graph}-{component}-{i:06d}"
-        added = small_pod(ns, name, graph, component, f"{graph}-{component}")
-        if i % 50 == 0:  # some crash-loop, so verdicts are decided too
-            added.object.status.container_statuses = (  # type: ignore[union-attr]
-                ContainerStatus(
-                    "main",
-                    restart_count=3,
-                    state=ContainerState(waiting=StateWaiting()),
-                    last_state=ContainerState(terminated=StateTerminated(exit_code=1)),
-                ),
-            )
-            added.object.status.conditions = (PodCondition("Ready", "False"),)  # type: ignore[union-attr]
-        events.append(added)
+        # some crash-loop, so verdicts are decided too
+        events.append(worker_event(ns, name, graph, component, crash_looping=i % 50 == 0))
     adds_best = deletes_best = math.inf
     digest = ""
     for _ in range(rounds):
@@ -436,16 +421,16 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
         for i in range(pods):
             ns = f"team-{(i // 2000) % 10}"
             graph, component = f"graph-{i // 2000}", f"worker-{i // 20}"
-            held.append(small_pod(ns, f"{graph}-{component}-{i:06d}", graph, component, f"{graph}-{component}"))
+            held.append(worker_event(ns, f"{graph}-{component}-{i:06d}", graph, component))
     encode = msgspec.msgpack.Encoder().encode
     decode = msgspec.msgpack.Decoder(list[ReducedPod]).decode
     batches: list[bytes] = []
     batch: list[ReducedPod] = []
-    for line, event in enumerate(held):
-        pod = event.object
-        assert isinstance(pod, Pod)
-        key = pod_key(pod.metadata.namespace, pod.metadata.name)
-        batch.append(ReducedPod(line, key, "ADDED", msgspec.Raw(encode_view(pod)), msgspec.Raw(encode(None))))
+    for line, last in enumerate(held):
+        obj = last.object
+        assert isinstance(obj, Pod)
+        key = pod_key(obj.metadata.namespace, obj.metadata.name)
+        batch.append(ReducedPod(line, key, "ADDED", msgspec.Raw(encode_view(obj)), msgspec.Raw(encode(None))))
         if len(batch) == 500:
             batches.append(encode(batch))
             batch = []
@@ -470,19 +455,6 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
     return (filled(True) - filled(False)) / pods
 
 
-_READY = {"type": "Ready", "status": "True"}
-_NOT_READY = {"type": "Ready", "status": "False"}
-_RUNNING = [{"name": "main", "restartCount": 0, "state": {"running": {}}}]
-_EXITED = [  # restarted once after exit 1: what makes LWS recreate a group
-    {
-        "name": "main",
-        "restartCount": 1,
-        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
-        "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}},
-    }
-]
-
-
 def mixed_small_events(pods: int, looping: float = 0.05, seed: int = 7) -> tuple[list[WatchEvent], list[WatchEvent]]:
     """The mixed log's Pods as small events (their labels and status, no spec): every Pod ADDED Running and
     Ready with its backend's labels, except the groups that loop (5% of the LWS groups), which get there
@@ -491,29 +463,21 @@ def mixed_small_events(pods: int, looping: float = 0.05, seed: int = 7) -> tuple
     last event of each Pod still held."""
     rng = random.Random(seed)
 
-    def raw(kind: str, i: int, ready: bool, uid: str, containers: list[Any], time: str) -> WatchEvent:
+    def raw(kind: str, i: int, ready: bool, uid: str, exited: bool, time: str) -> WatchEvent:
+        """Pod i Running; its main container running, or (exited) restarted once after exit 1."""
         ns, graph, backend, component, replica = _pod_place(i)
         if backend == "deployment":
             name = f"{graph}-{component}-{i:06d}"
-            labels = component_labels(graph, component)
-            labels["pod-template-hash"] = "6d9f7c8b5"
+            labels = component_labels(graph, component, template_hash="6d9f7c8b5")
         elif backend == "grove":
             name = f"{graph}-0-{component}-{i:06d}"
             labels = grove_labels(graph, component, replica)
         else:
-            lws, group = _lws_name(graph, component), replica // 2
-            name = f"{lws}-{group}" if replica % 2 == 0 else f"{lws}-{group}-1"
-            labels = lws_labels(ns, graph, component, lws, group, replica % 2)
-        obj = {
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "uid": uid or f"{name}-1", "labels": labels},
-            "status": {
-                "phase": "Running",
-                "conditions": [_READY if ready else _NOT_READY],
-                "containerStatuses": containers,
-            },
-        }
-        return msgspec.convert({"type": kind, "object": obj, "time": time}, WatchEvent)
+            group_set, group = _lws_name(graph, component), replica // 2
+            name = lws_name(group_set, group, replica % 2)
+            labels = lws_labels(ns, graph, component, group_set, group, replica % 2)
+        main = container(restarts=1) if exited else container(state="running", ready=ready)
+        return event(kind, pod(name, ns, uid or f"{name}-1", labels, [main], ready=ready), time)
 
     events: list[WatchEvent] = []
     held: dict[int, WatchEvent] = {}
@@ -523,15 +487,15 @@ def mixed_small_events(pods: int, looping: float = 0.05, seed: int = 7) -> tuple
             for incarnation in (1, 2, 3):
                 at = f"2026-11-20T10:0{incarnation}:00Z"
                 uid = f"uid-{i}-{incarnation}"
-                leader = raw("ADDED", i, False, uid, _RUNNING, at)
-                worker = raw("ADDED", i + 1, False, f"w{uid}", _RUNNING, at)
+                leader = raw("ADDED", i, False, uid, False, at)
+                worker = raw("ADDED", i + 1, False, f"w{uid}", False, at)
                 events += [leader, worker]
                 held[i], held[i + 1] = leader, worker
                 if incarnation < 3:
-                    events.append(raw("MODIFIED", i + 1, False, f"w{uid}", _EXITED, at))
+                    events.append(raw("MODIFIED", i + 1, False, f"w{uid}", True, at))
                     events += [WatchEvent("DELETED", worker.object), WatchEvent("DELETED", leader.object)]
         elif i not in held:
-            held[i] = raw("ADDED", i, True, "", _RUNNING, "2026-11-20T10:00:00Z")
+            held[i] = raw("ADDED", i, True, "", False, "2026-11-20T10:00:00Z")
             events.append(held[i])
     return events, [held[i] for i in range(pods)]
 
@@ -588,14 +552,14 @@ def pipeline_split(log: Path, rounds: int) -> tuple[float, float, float, int, in
         decode = min(decode, time.process_time() - start)
         start = time.process_time()
         only = EventFilter()
-        for event in decoded:
-            only.observe(event)
+        for decoded_event in decoded:
+            only.observe(decoded_event)
         filtering = min(filtering, time.process_time() - start)
         pipeline = Pipeline()
         observe, apply = pipeline.filter.observe, pipeline.aggregator.apply
         start = time.process_time()
-        for event in decoded:
-            change = observe(event)
+        for decoded_event in decoded:
+            change = observe(decoded_event)
             if change is not None:
                 apply(change)
         both = min(both, time.process_time() - start)
@@ -703,16 +667,14 @@ def mixed_benchmark(events: int, pods: int, rounds: int, memory_sizes: tuple[int
 
 def lookup_times(unrelated: int) -> tuple[float, float, float]:
     """µs per lookup of one component's Pods: component index, Deployment (selector) index, selector scan."""
-    from examples.realistic import deployment as make_deployment
-
     f, a = fill(unrelated)
     # the component looked up: 5 Pods, and its Deployment selecting them by nvidia.com/selector
     for i in range(5):
-        change = f.observe(small_pod("team-0", f"target-{i}", "target", "worker", "target-worker"))
+        change = f.observe(worker_event("team-0", f"target-{i}", "target", "worker"))
         assert change is not None
         a.apply(change)
-    dep = make_deployment("team-0", "target", "worker", "target-worker")
-    change = f.observe(msgspec.convert({"type": "ADDED", "object": dep}, WatchEvent))
+    dep = deployment("target-worker", "team-0", owner_dcd="target-worker", graph="target", realistic=True)
+    change = f.observe(event("ADDED", dep))
     assert change is not None
     a.apply(change)
     key = ("team-0", "target", "worker")

@@ -1,32 +1,36 @@
-"""Writes the bundled example logs. Run from the repository root: python -m examples.generate
+"""Writes the bundled example logs. Run from the repository root: python -m examples.generate [FOLDER]
 
-The logs are checked in; this script says how they were made and remakes them after a change to
-`examples/realistic.py`. Their expected outputs (examples/*.expected.*) were read line by line against the
-scenario below before they were checked in; tests/replay compares the CLI against them.
+The logs are checked in; this script says how they were made, from the realistic objects of the builders
+the tests share (tests/builders.py). Their expected outputs (examples/*.expected.*) were read line by line
+against the scenario below before they were checked in; tests/replay compares the CLI against them, and
+checks that this script, writing into another FOLDER, remakes every log byte for byte.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from examples.realistic import (
-    component_labels,
+HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the builders the tests use
+
+from builders import (  # noqa: E402
     dcd,
     deployment,
     dgd,
+    grove_dgd,
+    grove_pod,
+    lws,
+    lws_pod,
     set_crashing,
     set_init_crashing,
     set_running,
     terminating,
-    uid,
     worker_pod,
 )
-
-HERE = Path(__file__).parent
 
 
 def _at(second: int) -> str:
@@ -46,8 +50,15 @@ def rollout_recovers() -> list[dict[str, Any]]:
     for key in list(unrelated["metadata"]["labels"]):
         if key.startswith("nvidia.com/"):
             del unrelated["metadata"]["labels"][key]
-    crash_dcd = dcd(ns, graph, "VllmWorker", "llm-vllmworker")
-    crash_dgd = dgd(ns, graph, message="Resources not ready: llm-vllmworker: Deployment is not ready")
+    v = "nvidia.com/v1alpha1"
+    crash_dcd = dcd("llm-vllmworker", graph, "VllmWorker", ns, api_version=v, realistic=True)
+    crash_dgd = dgd(
+        graph,
+        ns,
+        message="Resources not ready: llm-vllmworker: Deployment is not ready",
+        api_version=v,
+        realistic=True,
+    )
 
     def echo_failed(restarts: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """The DCD and DGD as the live watcher left them (recorded back from the API server)."""
@@ -56,22 +67,31 @@ def rollout_recovers() -> list[dict[str, Any]]:
             "and is down after exit code 1"
         )
         d = dcd(
-            ns,
+            "llm-vllmworker",
             graph,
             "VllmWorker",
-            "llm-vllmworker",
+            ns,
             available="False",
             reason="ContainerCrashLooping",
             message=finding,
+            api_version=v,
+            realistic=True,
         )
         g = dgd(
-            ns,
             graph,
+            ns,
             state="failed",
             reason="component_crash_looping",
             message=f"Components crash-looping: VllmWorker: {finding}",
+            api_version=v,
+            realistic=True,
         )
         return d, g
+
+    def workers(component: str = "VllmWorker", **kw: Any) -> dict[str, Any]:
+        """The Deployment the operator made for the component's DCD (named alike)."""
+        name = f"{graph}-{component.lower()}"
+        return deployment(name, ns, owner_dcd=name, graph=graph, component=component, realistic=True, **kw)
 
     noisy = set_crashing(old, 1)
     noisy["metadata"]["resourceVersion"] = "1042"
@@ -83,18 +103,20 @@ def rollout_recovers() -> list[dict[str, Any]]:
             0,
             "ADDED",
             dcd(
-                ns,
+                "llm-frontend",
                 graph,
                 "Frontend",
-                "llm-frontend",
+                ns,
                 available="True",
                 reason="DeploymentReady",
                 message="Deployment is ready",
+                api_version=v,
+                realistic=True,
             ),
         ),
         (0, "ADDED", crash_dcd),
-        (0, "ADDED", deployment(ns, graph, "Frontend", "llm-frontend", available=True, template_hash="5c4b3a291")),
-        (0, "ADDED", deployment(ns, graph, "VllmWorker", "llm-vllmworker")),
+        (0, "ADDED", workers(available=True, component="Frontend", template_hash="5c4b3a291")),
+        (0, "ADDED", workers()),
         (1, "ADDED", set_running(front)),
         (1, "ADDED", unrelated),
         (2, "ADDED", old),
@@ -109,7 +131,7 @@ def rollout_recovers() -> list[dict[str, Any]]:
         (
             130,
             "MODIFIED",
-            deployment(ns, graph, "VllmWorker", "llm-vllmworker", generation=2, template_hash="7f8e9d0c1"),
+            workers(generation=2, template_hash="7f8e9d0c1"),
         ),
         (131, "ADDED", new),
         (140, "MODIFIED", set_running(new, ready=False)),
@@ -118,9 +140,7 @@ def rollout_recovers() -> list[dict[str, Any]]:
         (
             222,
             "MODIFIED",
-            deployment(
-                ns, graph, "VllmWorker", "llm-vllmworker", generation=2, available=True, template_hash="7f8e9d0c1"
-            ),
+            workers(generation=2, available=True, template_hash="7f8e9d0c1"),
         ),
         (223, "MODIFIED", terminating(set_crashing(old, 4), _at(223))),
         (240, "DELETED", terminating(set_crashing(old, 4), _at(223))),
@@ -131,26 +151,25 @@ def rollout_recovers() -> list[dict[str, Any]]:
 def two_failing_components() -> list[dict[str, Any]]:
     """A disaggregated graph: prefill workers die of OOM, a decode worker's init container fails."""
     ns, graph = "inference", "disagg"
-    v = "nvidia.com/v1beta1"
     prefill_a = worker_pod(ns, "disagg-prefillworker-58c7d9f4b-r2d2x", graph, "PrefillWorker", "58c7d9f4b")
     prefill_b = worker_pod(ns, "disagg-prefillworker-58c7d9f4b-a1b2c", graph, "PrefillWorker", "58c7d9f4b")
     decode = worker_pod(ns, "disagg-decodeworker-6b5a4c3d2-m9n8b", graph, "DecodeWorker", "6b5a4c3d2")
     front = worker_pod(ns, "disagg-frontend-7a6b5c4d3-z1y2x", graph, "Frontend", "7a6b5c4d3")
     events: list[tuple[str, dict[str, Any]]] = [
-        ("ADDED", dgd(ns, graph, api_version=v)),
-        ("ADDED", dcd(ns, graph, "DecodeWorker", "disagg-decodeworker-0f1e2d", api_version=v)),
-        ("ADDED", dcd(ns, graph, "PrefillWorker", "disagg-prefillworker-3c4b5a", api_version=v)),
+        ("ADDED", dgd(graph, ns, realistic=True)),
+        ("ADDED", dcd("disagg-decodeworker-0f1e2d", graph, "DecodeWorker", ns, realistic=True)),
+        ("ADDED", dcd("disagg-prefillworker-3c4b5a", graph, "PrefillWorker", ns, realistic=True)),
         (
             "ADDED",
             dcd(
-                ns,
+                "disagg-frontend",
                 graph,
                 "Frontend",
-                "disagg-frontend",
+                ns,
                 available="True",
                 reason="DeploymentReady",
                 message="Deployment is ready",
-                api_version=v,
+                realistic=True,
             ),
         ),
         ("ADDED", set_running(front)),
@@ -169,10 +188,6 @@ def two_failing_components() -> list[dict[str, Any]]:
     return [{"type": kind, "object": obj} for kind, obj in events]
 
 
-GROVE_GROUP = "grove.io"
-LWS_GROUP = "leaderworkerset.sigs.k8s.io"
-
-
 def _recorded(events: list[tuple[int, str, dict[str, Any]]], first_rv: int) -> list[dict[str, Any]]:
     """Events as `crashwatch record` writes them: each object as the API server sent it then (a copy, with
     the cluster-wide resourceVersion that event carried), and the arrival time."""
@@ -182,88 +197,6 @@ def _recorded(events: list[tuple[int, str, dict[str, Any]]], first_rv: int) -> l
         obj["metadata"]["resourceVersion"] = str(first_rv + n)
         out.append({"type": kind, "object": obj, "time": _at(t)})
     return out
-
-
-def grove_labels(graph: str, component: str, index: int) -> dict[str, str]:
-    """The labels of a Grove-backed component's Pod, sorted as the API server sends them: Dynamo's from
-    the clique template, Grove's own on top (managed-by, part-of the PodCliqueSet, the clique, the PodGang)."""
-    clique = f"{graph}-0-{component.lower()}"
-    labels = component_labels(graph, component)
-    labels.update(
-        {
-            "app.kubernetes.io/managed-by": "grove-operator",
-            "app.kubernetes.io/part-of": graph,
-            "app.kubernetes.io/name": clique,
-            "app.kubernetes.io/component": "pcs-podclique",
-            f"{GROVE_GROUP}/podclique": clique,
-            f"{GROVE_GROUP}/podclique-pod-index": str(index),
-            f"{GROVE_GROUP}/podcliqueset-replica-index": "0",
-            f"{GROVE_GROUP}/podgang": f"{graph}-0",
-            f"{GROVE_GROUP}/pod-template-hash": "8c5d7f9b6",
-        }
-    )
-    return dict(sorted(labels.items()))
-
-
-def grove_pod(namespace: str, graph: str, component: str, index: int, suffix: str, node: str) -> dict[str, Any]:
-    """A Pod of a Grove-backed component, as Grove makes it for a DGD: one PodCliqueSet per graph, the
-    component's PodClique `<dgd>-0-<component>` (replica 0), the Pod `<clique>-<suffix>`."""
-    clique = f"{graph}-0-{component.lower()}"
-    name = f"{clique}-{suffix}"
-    pod = worker_pod(namespace, name, graph, component, node=node)
-    meta = pod["metadata"]
-    meta["labels"] = grove_labels(graph, component, index)
-    meta["generateName"] = f"{clique}-"
-    meta["annotations"]["nvidia.com/deployment-hash"] = "8c5d7f9b6"
-    meta["ownerReferences"] = [
-        {
-            "apiVersion": "grove.io/v1alpha1",
-            "kind": "PodClique",
-            "name": clique,
-            "uid": uid(namespace, "podclique", clique),
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-    pod["spec"]["hostname"] = f"{clique}-{index}"
-    pod["spec"]["subdomain"] = f"{graph}-0"
-    return pod
-
-
-def grove_dgd(
-    namespace: str,
-    graph: str,
-    replicas: dict[str, int],
-    ready: dict[str, int],
-    state: str = "pending",
-    reason: str = "pods_not_ready",
-    message: str = "",
-) -> dict[str, Any]:
-    """A v1beta1 DGD whose components Grove runs: no DCDs, and status.components as the operator fills it
-    from the PodCliques (one per component here)."""
-    obj = dgd(namespace, graph, state=state, reason=reason, message=message, api_version="nvidia.com/v1beta1")
-    obj["spec"] = {
-        "backendFramework": "vllm",
-        "components": [
-            {
-                "componentName": name,
-                "componentType": "frontend" if name == "Frontend" else "worker",
-                "replicas": count,
-            }
-            for name, count in replicas.items()
-        ],
-    }
-    obj["status"]["components"] = {
-        name: {
-            "componentKind": "PodClique",
-            "componentNames": [f"{graph}-0-{name.lower()}"],
-            "replicas": count,
-            "updatedReplicas": count,
-            "readyReplicas": ready[name],
-        }
-        for name, count in replicas.items()
-    }
-    return obj
 
 
 def grove_crash_loop() -> list[dict[str, Any]]:
@@ -277,6 +210,8 @@ def grove_crash_loop() -> list[dict[str, Any]]:
     replicas = {"Frontend": 1, "VllmDecodeWorker": 2}
 
     def reported(frontend: int, decode: int) -> dict[str, Any]:
+        counts = {"Frontend": frontend, "VllmDecodeWorker": decode}
+        components = {name: ("PodClique", count, count, counts[name]) for name, count in replicas.items()}
         not_ready = [
             f"podclique/{graph}-0-{name.lower()}: desired={replicas[name]}, ready={count}"
             for name, count in (("Frontend", frontend), ("VllmDecodeWorker", decode))
@@ -284,20 +219,21 @@ def grove_crash_loop() -> list[dict[str, Any]]:
         ]
         if not not_ready:
             return grove_dgd(
-                ns,
-                graph,
-                replicas,
-                {"Frontend": frontend, "VllmDecodeWorker": decode},
+                components,
+                name=graph,
+                namespace=ns,
                 state="successful",
                 reason="all_resources_are_ready",
                 message="All resources are ready",
+                realistic=True,
             )
         return grove_dgd(
-            ns,
-            graph,
-            replicas,
-            {"Frontend": frontend, "VllmDecodeWorker": decode},
+            components,
+            name=graph,
+            namespace=ns,
+            reason="pods_not_ready",
             message=f"Resources not ready: {graph}: " + "; ".join(not_ready),
+            realistic=True,
         )
 
     front = grove_pod(ns, graph, "Frontend", 0, "7xq2m", "cpu-node-03")
@@ -328,145 +264,18 @@ def grove_crash_loop() -> list[dict[str, Any]]:
     return _recorded(events, 51_200)
 
 
-def lws_labels(namespace: str, graph: str, component: str, lws: str, group: int, worker: int) -> dict[str, str]:
-    """The labels of a Pod of a LeaderWorkerSet group, sorted as the API server sends them: Dynamo's from
-    the templates, LWS's own, and its StatefulSet's."""
-    name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
-    owner = lws if worker == 0 else f"{lws}-{group}"
-    labels = component_labels(graph, component)
-    labels.update(
-        {
-            f"{LWS_GROUP}/name": lws,
-            f"{LWS_GROUP}/group-index": str(group),
-            f"{LWS_GROUP}/worker-index": str(worker),
-            f"{LWS_GROUP}/group-key": hashlib.sha1(f"{namespace}/{lws}-{group}".encode()).hexdigest(),
-            f"{LWS_GROUP}/template-revision-hash": "6b4f8d97c5",
-            "apps.kubernetes.io/pod-index": str(group if worker == 0 else worker),
-            "controller-revision-hash": f"{owner}-6b4f8d97c5",
-            "statefulset.kubernetes.io/pod-name": name,
-        }
-    )
-    return dict(sorted(labels.items()))
-
-
-def lws_pod(
-    namespace: str,
-    graph: str,
-    component: str,
-    lws: str,
-    worker: int,
-    incarnation: int,
-    created: str,
-    node: str,
-    size: int = 2,
-    group: int = 0,
-) -> dict[str, Any]:
-    """A Pod of a LeaderWorkerSet group, as LWS makes it: the leader `<lws>-<group>` (owned by the
-    StatefulSet `<lws>`), a worker `<lws>-<group>-<worker>` (owned by the StatefulSet `<lws>-<group>`,
-    which the leader owns). Names stay when LWS recreates the group; uids do not (one per incarnation)."""
-    name = f"{lws}-{group}" if worker == 0 else f"{lws}-{group}-{worker}"
-    owner = lws if worker == 0 else f"{lws}-{group}"
-    pod = worker_pod(namespace, name, graph, component, node=node)
-    meta = pod["metadata"]
-    meta["labels"] = lws_labels(namespace, graph, component, lws, group, worker)
-    del meta["generateName"]
-    meta["uid"] = uid(namespace, name, f"incarnation-{incarnation}")
-    meta["creationTimestamp"] = created
-    meta["annotations"][f"{LWS_GROUP}/size"] = str(size)
-    if worker:
-        meta["annotations"][f"{LWS_GROUP}/leader-name"] = f"{lws}-{group}"
-    meta["ownerReferences"] = [
-        {
-            "apiVersion": "apps/v1",
-            "kind": "StatefulSet",
-            "name": owner,
-            "uid": uid(namespace, "sts", owner, f"incarnation-{incarnation}" if worker else ""),
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-    ]
-    pod["spec"]["hostname"] = name
-    pod["spec"]["subdomain"] = lws
-    return pod
-
-
-def leader_worker_set(
-    namespace: str, graph: str, component: str, name: str, owner_dcd: str, ready: bool, groups: int = 1
-) -> dict[str, Any]:
-    """The LeaderWorkerSet the operator makes for a multinode DCD: `groups` groups of a leader and a worker."""
-    labels = {"nvidia.com/dynamo-graph-deployment-name": graph, "nvidia.com/dynamo-component": component}
-    template = {"metadata": {"labels": labels}, "spec": {"containers": [{"name": "main", "image": "x"}]}}
-    return {
-        "kind": "LeaderWorkerSet",
-        "apiVersion": "leaderworkerset.x-k8s.io/v1",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": uid(namespace, "lws", name),
-            "generation": 1,
-            "resourceVersion": "900",
-            "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": "nvidia.com/v1beta1",
-                    "kind": "DynamoComponentDeployment",
-                    "name": owner_dcd,
-                    "uid": uid(namespace, "dcd", owner_dcd),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": {
-            "replicas": groups,
-            "startupPolicy": "LeaderCreated",
-            "rolloutStrategy": {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxUnavailable": 1}},
-            "leaderWorkerTemplate": {
-                "size": 2,
-                "restartPolicy": "RecreateGroupOnPodRestart",
-                "leaderTemplate": template,
-                "workerTemplate": template,
-            },
-        },
-        "status": {
-            "replicas": groups,
-            "readyReplicas": groups if ready else 0,
-            "updatedReplicas": groups,
-            "hpaPodSelector": f"{LWS_GROUP}/name={name},{LWS_GROUP}/worker-index=0",
-            "conditions": [
-                {
-                    "type": "Available",
-                    "status": "True" if ready else "False",
-                    "reason": "AllGroupsReady" if ready else "AllGroupsNotReady",
-                    "message": "All replicas are ready" if ready else "Not all replicas are ready",
-                    "lastTransitionTime": "2026-11-20T10:00:00Z",
-                },
-                {
-                    "type": "Progressing",
-                    "status": "False" if ready else "True",
-                    "reason": "GroupsProgressing",
-                    "message": "Replicas are progressing",
-                    "lastTransitionTime": "2026-11-20T10:00:00Z",
-                },
-            ],
-        },
-    }
-
-
 def lws_recreation_loop() -> list[dict[str, Any]]:
     """An LWS-backed DCD: whenever its worker container exits 1 (an NCCL error on a bad node), LWS deletes
     the group's leader, the worker goes with it, and the group is made anew with restart counts at 0.
     Four recreations in about four minutes, each after a failure; the fifth incarnation's worker lands
     on another node and the group becomes Ready."""
     ns, graph, component = "dynamo", "llama-mn", "VllmWorker"
-    v = "nvidia.com/v1beta1"
-    worker_dcd, lws = "llama-mn-vllmworker", "llama-mn-vllmworker-0"
+    worker_dcd, group_set = "llama-mn-vllmworker", "llama-mn-vllmworker-0"
     front = worker_pod(ns, "llama-mn-frontend-5c4b3a291-q8w7e", graph, "Frontend", "5c4b3a291", node="cpu-node-01")
     front["metadata"]["labels"]["nvidia.com/dynamo-component-type"] = "frontend"
 
     def graph_status(state: str, reason: str, message: str) -> dict[str, Any]:
-        obj = dgd(ns, graph, state=state, reason=reason, message=message, api_version=v)
-        obj["spec"] = {
+        spec = {
             "backendFramework": "vllm",
             "components": [
                 {"componentName": "Frontend", "componentType": "frontend", "replicas": 1},
@@ -474,7 +283,7 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
             ],
         }
         ready = state == "successful"
-        obj["status"]["components"] = {
+        reported = {
             "Frontend": {
                 "componentKind": "Deployment",
                 "componentNames": ["llama-mn-frontend"],
@@ -484,34 +293,55 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
             },
             component: {
                 "componentKind": "LeaderWorkerSet",
-                "componentNames": [lws],
+                "componentNames": [group_set],
                 "replicas": 1,
                 "updatedReplicas": 1,
                 "readyReplicas": 1 if ready else 0,
             },
         }
-        return obj
+        return dgd(graph, ns, state, reason, message, spec=spec, components=reported, realistic=True)
 
     def worker_status(ready: bool) -> dict[str, Any]:
         if ready:
             return dcd(
-                ns,
+                worker_dcd,
                 graph,
                 component,
-                worker_dcd,
+                ns,
                 available="True",
                 reason="LeaderWorkerSetReady",
                 message="LeaderWorkerSet is ready",
-                api_version=v,
+                realistic=True,
             )
         return dcd(
-            ns,
+            worker_dcd,
             graph,
             component,
-            worker_dcd,
+            ns,
             reason="LeaderWorkerSetNotReady",
             message="LeaderWorkerSet is not ready",
-            api_version=v,
+            realistic=True,
+        )
+
+    def leader_worker_set(ready: bool) -> dict[str, Any]:
+        """The LeaderWorkerSet the operator made for the multinode DCD: one group of a leader and a worker."""
+        return lws(
+            group_set, namespace=ns, ready=ready, graph=graph, component=component, owner_dcd=worker_dcd, realistic=True
+        )
+
+    def group_pod(worker: int, n: int, created: int, node: str) -> dict[str, Any]:
+        """Group 0's leader (worker 0) or worker in its n-th incarnation, just created."""
+        return lws_pod(
+            group_set,
+            0,
+            worker,
+            n,
+            ready=None,
+            component=component,
+            namespace=ns,
+            graph=graph,
+            created=_at(created),
+            node=node,
         )
 
     events: list[tuple[int, str, dict[str, Any]]] = [
@@ -528,26 +358,26 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
             0,
             "ADDED",
             dcd(
-                ns,
+                "llama-mn-frontend",
                 graph,
                 "Frontend",
-                "llama-mn-frontend",
+                ns,
                 available="True",
                 reason="DeploymentReady",
                 message="Deployment is ready",
-                api_version=v,
+                realistic=True,
             ),
         ),
         (0, "ADDED", worker_status(False)),
-        (0, "ADDED", leader_worker_set(ns, graph, component, lws, worker_dcd, ready=False)),
+        (0, "ADDED", leader_worker_set(ready=False)),
         (0, "ADDED", set_running(front)),
     ]
 
     def incarnation(n: int, start: int, node: str, fails_at: int | None) -> None:
         """Group 0's n-th life: the leader, then its worker, both start; the worker's container exits 1 and
         restarts once, so LWS deletes the leader and the worker goes with it."""
-        leader = lws_pod(ns, graph, component, lws, 0, n, _at(start), "gpu-node-04")
-        worker = lws_pod(ns, graph, component, lws, 1, n, _at(start + 1), node)
+        leader = group_pod(0, n, start, "gpu-node-04")
+        worker = group_pod(1, n, start + 1, node)
         events.extend(
             [
                 (start, "ADDED", leader),
@@ -574,13 +404,13 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
     incarnation(3, 135, "gpu-node-11", 211)  # recreated twice, each after a failure: recreation-looping
     incarnation(4, 217, "gpu-node-11", 291)
     incarnation(5, 297, "gpu-node-12", None)  # gpu-node-11 cordoned: the worker lands elsewhere
-    last_leader = lws_pod(ns, graph, component, lws, 0, 5, _at(297), "gpu-node-04")
-    last_worker = lws_pod(ns, graph, component, lws, 1, 5, _at(298), "gpu-node-12")
+    last_leader = group_pod(0, 5, 297, "gpu-node-04")
+    last_worker = group_pod(1, 5, 298, "gpu-node-12")
     events.extend(
         [
             (372, "MODIFIED", set_running(last_worker)),
             (374, "MODIFIED", set_running(last_leader)),  # the whole group Ready: recovered
-            (376, "MODIFIED", leader_worker_set(ns, graph, component, lws, worker_dcd, ready=True)),
+            (376, "MODIFIED", leader_worker_set(ready=True)),
             (377, "MODIFIED", worker_status(True)),
             (378, "MODIFIED", graph_status("successful", "all_resources_are_ready", "All resources are ready")),
         ]
@@ -589,21 +419,21 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
     return _recorded(events, 73_400)
 
 
-def main() -> None:
-    with open(HERE / "rollout-recovers.jsonl", "w") as out:
+def main(folder: Path = HERE) -> None:
+    with open(folder / "rollout-recovers.jsonl", "w") as out:
         for event in rollout_recovers():
             out.write(json.dumps(event, separators=(",", ":")) + "\n")
-    with open(HERE / "two-failing-components.json", "w") as out:
+    with open(folder / "two-failing-components.json", "w") as out:
         for event in two_failing_components():
             out.write(json.dumps(event, indent=4) + "\n")
     for name, events in (
         ("grove-crash-loop.jsonl", grove_crash_loop()),
         ("lws-recreation-loop.jsonl", lws_recreation_loop()),
     ):
-        with open(HERE / name, "w") as out:
+        with open(folder / name, "w") as out:
             for event in events:
                 out.write(json.dumps(event, separators=(",", ":")) + "\n")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

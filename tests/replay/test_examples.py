@@ -6,6 +6,8 @@ import datetime
 import gzip
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,19 @@ CASES = [
     ("lws-recreation-loop.jsonl", ["-o", "json"], "lws-recreation-loop.expected.jsonl"),
     ("lws-recreation-loop.jsonl", ["--patches"], "lws-recreation-loop.expected.patches.jsonl"),
 ]
+
+
+LOGS = sorted({log for log, _, _ in CASES})
+
+
+def test_the_bundled_logs_are_what_the_builders_make(tmp_path: Path) -> None:
+    """examples/generate.py, writing elsewhere, remakes every bundled log byte for byte: the realistic
+    objects of tests/builders.py have not drifted from the logs the expected outputs were read against."""
+    generate = [sys.executable, "-m", "examples.generate", str(tmp_path)]
+    subprocess.run(generate, cwd=EXAMPLES.parent, check=True, capture_output=True)
+    assert sorted(path.name for path in tmp_path.iterdir()) == LOGS
+    for name in LOGS:
+        assert (tmp_path / name).read_bytes() == (EXAMPLES / name).read_bytes(), name
 
 
 @pytest.mark.parametrize("log,flags,expected", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
