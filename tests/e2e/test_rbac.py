@@ -192,12 +192,15 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
         for path in (f"{dgds(namespace)}/llm", f"{dcds(namespace)}/llm-worker"):
             kube.merge_patch(path, {"metadata": {"labels": {"touched": what}}})
 
+    def ours() -> list[str]:  # -A: the graphs other tests left behind are the watcher's too
+        return [line for line in w.writes() if f" {namespace}/" in line]
+
     with Watcher(*deployment_args(docs), "--qps", "0.5", "--burst", "1", "--kubeconfig", str(config)) as w:
         w.wait_synced()
         url = w.served_at()
         eventually(lambda: http_get(f"{url}/readyz")[1].startswith("ok: leading"), 15, "leading")
         crash_loop(kube, namespace, "llm-worker-0")
-        eventually(lambda: len(w.writes()) == 1, 15, "the first write")
+        eventually(lambda: len(ours()) >= 1, 30, "the first write")
         touch("during-the-crash-loop")
         eventually(
             lambda: (
@@ -209,10 +212,10 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
         )
         assert f" as {kube.get(lease)['spec']['holderIdentity']};" in w.stderr()
         make_ready(kube, namespace, "llm-worker-0")
-        eventually(lambda: len(w.writes()) == 3, 15, "the first write of the recovery")
+        eventually(lambda: len(ours()) >= 3, 30, "the first write of the recovery")
         touch("during-the-recovery")
         eventually(lambda: dgd_state(kube, namespace)[0] != "failed", 15, "the recovery written")
-        eventually(lambda: len(w.writes()) == 4, 15, "the recovery written")
+        eventually(lambda: len(ours()) == 4, 30, "the recovery written")
         status, metrics = http_get(f"{url}/metrics")
     assert w.process.returncode == 0, w.stderr()
     conflicts = re.search(r"^crashwatch_status_write_conflicts_total (\S+)$", metrics, re.MULTILINE)
