@@ -22,8 +22,8 @@ from typing import Any
 import envtest
 import pytest
 import yaml
-from dynamo import dcd_available, dcds, dgd_state, dgds, labelled_pod, make_graph
-from kube import Kube, crash_loop, eventually, make_ready
+from dynamo import conditions, dcd_available, dcds, dgd_state, dgds, labelled_pod, make_graph
+from kube import Kube, crash_loop, crash_status, eventually, make_ready, set_pod_status
 from watcher import Watcher, http_get
 
 pytestmark = pytest.mark.e2e
@@ -184,13 +184,14 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
     labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
     lease = f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases/crashwatch"
 
-    # end to end: ready, leading, a crash loop written, its recovery written, the lease released on
-    # SIGTERM. One status write in two seconds (--qps 0.5 --burst 1) holds the second write of each pair back
-    # for two seconds: the graph and its component are changed meanwhile, so that write meets a 409 and reads
-    # the object again, as it does when anyone else writes between a watch event and the patch.
-    def touch(what: str) -> None:
+    # End to end: ready and leading; a crash loop written, going on (one more restart), then its recovery
+    # written; the lease released on SIGTERM. One status write in two seconds (--qps 0.5 --burst 1) holds
+    # the second write of the crash loop's pair back: the graph and its component are changed meanwhile,
+    # so that write meets a 409 and reads the object again, as it does when anyone else writes between a
+    # watch event and the patch.
+    def touch() -> None:
         for path in (f"{dgds(namespace)}/llm", f"{dcds(namespace)}/llm-worker"):
-            kube.merge_patch(path, {"metadata": {"labels": {"touched": what}}})
+            kube.merge_patch(path, {"metadata": {"labels": {"touched": "while-a-write-waits"}}})
 
     def ours() -> list[str]:  # -A: the graphs other tests left behind are the watcher's too
         return [line for line in w.writes() if f" {namespace}/" in line]
@@ -201,7 +202,7 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
         eventually(lambda: http_get(f"{url}/readyz")[1].startswith("ok: leading"), 15, "leading")
         crash_loop(kube, namespace, "llm-worker-0")
         eventually(lambda: len(ours()) >= 1, 30, "the first write")
-        touch("during-the-crash-loop")
+        touch()
         eventually(
             lambda: (
                 dgd_state(kube, namespace)[0] == "failed"
@@ -211,11 +212,21 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
             "the crash loop written",
         )
         assert f" as {kube.get(lease)['spec']['holderIdentity']};" in w.stderr()
+        set_pod_status(kube, namespace, "llm-worker-0", crash_status(3))
+        w.wait_for(
+            lambda: any(f'"namespace":"{namespace}"' in line and '"restarts":3' in line for line in w.snapshot(w.out)),
+            15,
+            "the third restart seen",
+        )
         make_ready(kube, namespace, "llm-worker-0")
-        eventually(lambda: len(ours()) >= 3, 30, "the first write of the recovery")
-        touch("during-the-recovery")
-        eventually(lambda: dgd_state(kube, namespace)[0] != "failed", 15, "the recovery written")
-        eventually(lambda: len(ours()) == 4, 30, "the recovery written")
+        eventually(
+            lambda: (
+                dgd_state(kube, namespace)[0] != "failed"
+                and conditions(kube.get(f"{dcds(namespace)}/llm-worker"))["Stalled"]["status"] == "False"
+            ),
+            30,
+            "the recovery written",
+        )
         status, metrics = http_get(f"{url}/metrics")
     assert w.process.returncode == 0, w.stderr()
     conflicts = re.search(r"^crashwatch_status_write_conflicts_total (\S+)$", metrics, re.MULTILINE)
