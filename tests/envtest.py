@@ -3,13 +3,16 @@
 The binaries are built from the official Go modules by scripts/build-controlplane (cached). This module
 makes the certificates (a CA, the serving certificate, an admin client certificate in system:masters,
 the service-account key pair), starts the three processes on free ports, writes a kubeconfig, waits for
-/readyz, installs the CRDs of k8s/crds, and stops everything again.
+/readyz, installs the CRDs of k8s/crds, and stops everything again. The API server keeps an audit log of
+the requests made by service accounts (tokens from the TokenRequest API), so that a test can read what an
+identity asked for and what it was answered (`audit_events`).
 """
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
+import json
 import os
 import shutil
 import signal
@@ -19,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 from cryptography import x509
@@ -30,6 +34,15 @@ from kube import Kube
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "scripts" / "build-controlplane"
 CRDS = ROOT / "k8s" / "crds"
+# Metadata (who, what, the answer's code; no bodies) for service accounts' requests, nothing for the
+# others (the tests' admin): the log stays small. RequestReceived is left out: every request is logged
+# once it is answered (a watch also when it starts).
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
 
 
 class ControlPlaneUnavailable(Exception):
@@ -186,6 +199,21 @@ class ControlPlane:
     etcd_url: str = ""
     started_in: float = 0.0
 
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+    def audit_events(self, username: str) -> list[dict[str, Any]]:
+        """The audit events (audit.k8s.io/v1, level Metadata) of the requests `username` made so far, one
+        per request (a watch's ResponseStarted and ResponseComplete folded into one)."""
+        events: dict[str, dict[str, Any]] = {}
+        if self.audit_log.exists():
+            for line in self.audit_log.read_text().splitlines():
+                event = json.loads(line)
+                if event.get("user", {}).get("username") == username:
+                    events[event["auditID"]] = event
+        return list(events.values())
+
     def kube(self) -> Kube:
         return Kube(self.url, self.certs["ca.crt"], self.certs["admin.crt"], self.certs["admin.key"])
 
@@ -242,6 +270,8 @@ class ControlPlane:
         self._wait("etcd", lambda: _http_ok(f"{self.etcd_url}/health"), 30)
         self.url = f"https://127.0.0.1:{api_port}"
         c = self.certs
+        audit_policy = self.workdir / "audit-policy.yaml"
+        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
         self._apiserver = [
             f"--etcd-servers={self.etcd_url}",
             "--bind-address=127.0.0.1",
@@ -253,6 +283,10 @@ class ControlPlane:
             f"--service-account-key-file={c['sa.pub']}",
             f"--service-account-signing-key-file={c['sa.key']}",
             "--service-account-issuer=https://kubernetes.default.svc",
+            f"--audit-policy-file={audit_policy}",
+            f"--audit-log-path={self.audit_log}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",  # written before the answer: a test reads it right after
             "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--disable-admission-plugins=ServiceAccount",
