@@ -34,6 +34,7 @@ class _NamespaceEvent(msgspec.Struct, gc=False, omit_defaults=True):
 
 
 _read_namespace_event = msgspec.json.Decoder(_NamespaceEvent).decode
+STATUS_KINDS = ("DynamoGraphDeployment", "DynamoComponentDeployment")
 
 
 def namespaces(selector: str) -> Resource:
@@ -84,9 +85,12 @@ class SelectedNamespaces:
                 dropped.append(meta.name)
         if not self.reflectors:  # the first list: the object reflectors have not listed yet
             return
+        # the objects whose status is written go first: their Pods going next then writes nothing (a
+        # namespace let go is no longer this watcher's to write, whatever it last wrote there stays)
+        order = sorted(self.reflectors, key=lambda r: r.resource.kind not in STATUS_KINDS)
         for name in dropped:
             self.log(f"namespace {name} no longer matches {self.filter.selector}: forgetting its objects")
-            for reflector in self.reflectors:
+            for reflector in order:
                 await reflector.forget(name)
         if grew:
             self.log(f"namespace {', '.join(grew)} now matches {self.filter.selector}: listing again")

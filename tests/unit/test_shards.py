@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 from cli import run
@@ -149,12 +150,15 @@ def test_a_shard_keeps_its_namespaces_and_a_selector_those_that_match_now() -> N
 
 
 class StubReflector:
-    def __init__(self) -> None:
+    def __init__(self, kind: str, order: list[str]) -> None:
+        self.resource = SimpleNamespace(kind=kind)
         self.forgotten: list[str] = []
+        self.order = order
         self.relists = 0
 
     async def forget(self, namespace: str) -> None:
         self.forgotten.append(namespace)
+        self.order.append(self.resource.kind)
 
     def relist(self) -> None:
         self.relists += 1
@@ -172,12 +176,14 @@ async def test_a_namespace_relabelled_in_makes_the_watches_list_again_and_one_re
     take = selection._take  # what its reflector hands on
     await take([ns_event("ADDED", "a", team="llm"), ns_event("ADDED", "b", team="llm")])  # the first list
     assert kept.selected == {"a", "b"}
-    stubs = [StubReflector(), StubReflector()]
+    order: list[str] = []
+    stubs = [StubReflector("Pod", order), StubReflector("DynamoGraphDeployment", order)]
     selection.reflectors = stubs  # type: ignore[assignment]
     await take([ns_event("MODIFIED", "a", team="llm", other="1")])  # still matches: nothing to do
     assert [(s.relists, s.forgotten) for s in stubs] == [(0, [])] * 2
     await take([ns_event("DELETED", "b")])  # relabelled out (the server sends DELETED), or deleted
     assert [(s.relists, s.forgotten) for s in stubs] == [(0, ["b"])] * 2
+    assert order == ["DynamoGraphDeployment", "Pod"]  # the status's object first: losing its Pods writes nothing
     await take([ns_event("MODIFIED", "a", team="web")])  # a MODIFIED that no longer matches: out too
     assert [(s.relists, s.forgotten) for s in stubs] == [(0, ["b", "a"])] * 2
     await take([ns_event("ADDED", "b", team="llm"), ns_event("ADDED", "c", team="llm")])  # relabelled in
