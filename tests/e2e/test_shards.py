@@ -14,6 +14,7 @@ from typing import Any
 
 import envtest
 import pytest
+import yaml
 from dynamo import dgd_state, labelled_pod, make_graph
 from kube import Kube, crash_loop, eventually, make_ready
 from watcher import Watcher
@@ -159,3 +160,16 @@ def test_shards_of_every_namespace_with_a_selector_lead_apart_and_follow_relabel
         time.sleep(2)
         assert failed(kube, names[1]) and len(zero.writes()) == writes
         assert names[1] not in written(one)
+
+
+def test_the_shards_manifests_pass_the_api_servers_validation(kube: Kube, namespace: str) -> None:
+    """k8s/shards' StatefulSet (with its downward-API shard index), Service and budget, as the API server
+    takes them (dry run: no Pod is made)."""
+    folder = Path(__file__).resolve().parents[2] / "k8s" / "shards"
+    for name, path in (
+        ("service", f"/api/v1/namespaces/{namespace}/services?dryRun=All"),
+        ("statefulset", f"/apis/apps/v1/namespaces/{namespace}/statefulsets?dryRun=All"),
+        ("poddisruptionbudget", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets?dryRun=All"),
+    ):
+        created = kube.create(path, yaml.safe_load((folder / f"{name}.yaml").read_text()))
+        assert created["metadata"]["namespace"] == namespace
