@@ -95,7 +95,7 @@ async def test_a_namespace_let_go_is_deleted_and_one_taken_in_is_listed_again(ap
         await watching(api, out, 2)
         await everything_before(api, out, "m-1", "ours")
         assert sorted(names(out)) == [("ADDED", "new", "a"), ("ADDED", "new", "b"), ("ADDED", "ours", "m-1")]
-        new_a = next(e.object for e in out.events if names(out)[out.events.index(e)][1:] == ("new", "a"))
+        new_a = next(e.object for e, seen in zip(out.events, names(out), strict=True) if seen[1:] == ("new", "a"))
         assert new_a.status.container_statuses[0].restart_count == 2  # type: ignore[union-attr]
         out.events.clear()
 
