@@ -257,12 +257,15 @@ async def _watch(
         [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
     )
     kept = options.namespace_filter
+    given = scopes
     if kept is not None and kept.shard is not None and scopes != [None]:  # a fixed list: watch ours alone
         shard = kept.shard
         scopes = [scope for scope in scopes if scope is not None and shard.owns(scope)]
     where = "all namespaces" if options.all_namespaces else "namespace " + ", ".join(str(s) for s in scopes)
     if kept is not None:
-        where = (where if scopes else "no namespace given") + f", keeping those of {kept.describe()}"
+        if not scopes:
+            where = f"no namespace (of namespace {', '.join(str(s) for s in given)}, none is this shard's)"
+        where += f", keeping those of {kept.describe()}"
     names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
     log(f"watching {names} in {where} at {client.server} ({client.source})")
 

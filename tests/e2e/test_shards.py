@@ -17,7 +17,7 @@ import pytest
 import yaml
 from dynamo import dgd_state, labelled_pod, make_graph
 from kube import Kube, crash_loop, eventually, make_ready
-from watcher import Watcher
+from watcher import Watcher, http_get
 
 from stream.shards import shard_of
 
@@ -173,3 +173,32 @@ def test_the_shards_manifests_pass_the_api_servers_validation(kube: Kube, namesp
     ):
         created = kube.create(path, yaml.safe_load((folder / f"{name}.yaml").read_text()))
         assert created["metadata"]["namespace"] == namespace
+
+
+def test_a_shard_given_no_namespace_of_its_own_idles_ready_until_stopped(
+    control_plane: envtest.ControlPlane, kube: Kube, namespaces: tuple[str, list[str]]
+) -> None:
+    """Four shards over a fixed list of one namespace: three of them have nothing to watch, and wait
+    (ready, as a StatefulSet's Pod must be) rather than exit and be restarted for ever."""
+    _, names = namespaces
+    index = next(i for i in range(4) if i != shard_of(names[0], 4))
+    with Watcher(
+        "run",
+        "-n",
+        names[0],
+        "--kubeconfig",
+        str(control_plane.kubeconfig),
+        "--shard-index",
+        str(index),
+        "--shard-count",
+        "4",
+        "--http-address",
+        "127.0.0.1:0",
+    ) as w:
+        w.wait_synced()
+        assert f"in no namespace (of namespace {names[0]}, none is this shard's), keeping those of shard" in w.stderr()
+        assert http_get(f"{w.served_at()}/readyz")[0] == 200
+        crash_loop(kube, names[0], "llm-worker-0")
+        time.sleep(1)
+        assert w.process.poll() is None and w.writes() == []
+    assert w.process.returncode == 0
