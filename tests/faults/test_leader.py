@@ -163,7 +163,9 @@ def lease_watches(api: FakeApi) -> list[Request]:
     return api.requests_of("GET", "leases", watch=True)
 
 
-async def _released_while_b_follows(api: FakeApi, client: KubeClient, said: list[str]) -> LeaderElector:
+async def _released_while_b_follows(
+    api: FakeApi, client: KubeClient, said: list[str], watches: int = 1
+) -> LeaderElector:
     """`a` leads and `b` follows (SLOW settings: its next try is half a minute away); `a` stops and
     releases the Lease; `b` once it leads (within 10 s, so by its watch)."""
     a = LeaderElector(client, "ns", SLOW, lambda m: None, holder="a")
@@ -173,8 +175,9 @@ async def _released_while_b_follows(api: FakeApi, client: KubeClient, said: list
             tg.start_soon(a.run)
             await until(a.is_leader)
             outer.start_soon(b.run)
-            await until(lambda: b.holder() == "a" and len(lease_watches(api)) >= 1)
-            await anyio.sleep(0.2)  # its watch open and its first try over
+            # its watch open (the `watches`-th request: the ones before it failed) and its first try over
+            await until(lambda: b.holder() == "a" and len(lease_watches(api)) >= watches)
+            await anyio.sleep(0.2)
             tg.cancel_scope.cancel()
         await a.release()
         await until(b.is_leader, 10)
@@ -198,8 +201,7 @@ async def test_a_follower_watching_the_lease_takes_a_released_one_at_once_not_at
 async def test_a_watch_that_drops_is_opened_again(api: FakeApi, client: KubeClient) -> None:
     api.fault("watch leases", Fault("cut"), Fault("status", status=500))  # cut at once, then one failure
     said: list[str] = []
-    await _released_while_b_follows(api, client, said)
-    assert len(lease_watches(api)) >= 3
+    await _released_while_b_follows(api, client, said, watches=3)  # cut, refused, then open
     assert any("lease ns/crashwatch: watch: " in line for line in said)
 
 
