@@ -77,7 +77,9 @@ async def test_an_expired_looking_lease_is_waited_out_on_our_own_clock(api: Fake
     api.put("leases", {"kind": "Lease", "metadata": {"name": "crashwatch", "namespace": "ns"}, "spec": spec})
     async with running(client, "a") as (a,):
         took = await until(a.is_leader)
-    assert 1.0 <= took < 1.0 + 0.3
+    # the lower bound is the safety property (a lease duration on our clock); the upper one only says it
+    # was taken about then, with room for a loaded machine (it failed at 1.6 s once with 7 runnable tasks)
+    assert 1.0 <= took < 2 * FAST.lease_duration
     assert lease(api)["leaseTransitions"] == 5 and lease(api)["holderIdentity"] == "a"
 
 
