@@ -189,6 +189,46 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
     )
 
 
+def _shard_options(parser: argparse.ArgumentParser) -> None:
+    """run, tail and record: keep some namespaces only, to split a large cluster across watchers."""
+    group = parser.add_argument_group(
+        "sharding (run, tail and record; docs/running.md: when to shard)",
+        "Each namespace belongs to one shard, FNV-1a (64 bits) of its name modulo --shard-count, so a graph and "
+        "its DCDs, Deployments and Pods stay together. With -n, namespaces of other shards are not watched; "
+        "otherwise every watch drops other shards' objects as they are decoded. With --leader-elect each shard "
+        "leads on a Lease of its own: the --leader-election-id suffixed with -INDEX when --shard-count > 1.",
+    )
+    group.add_argument(
+        "--shard-index", type=_whole, default=0, metavar="I", help="this watcher's shard, 0 to N-1 (default: 0)"
+    )
+    group.add_argument(
+        "--shard-count", type=_whole, default=1, metavar="N", help="how many shards split the namespaces (default: 1)"
+    )
+    group.add_argument(
+        "--namespace-selector",
+        metavar="SELECTOR",
+        help="keep only namespaces whose labels match this selector, kubectl's syntax (team=llm,tier!=dev, "
+        "'env in (prod,staging)'); a namespace relabelled in or out is picked up or dropped as it happens. "
+        "Needs list/watch on namespaces",
+    )
+
+
+def _namespace_filter(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Check the sharding flags (one clear line, exit 2) and keep the filter they make on `args`."""
+    args.namespace_filter = None
+    if not hasattr(args, "shard_count"):
+        return
+    from stream.shards import NamespaceFilter, SelectorError, Shard, parse_selector
+
+    try:
+        shard = Shard(args.shard_index, args.shard_count)
+        selector = parse_selector(args.namespace_selector) if args.namespace_selector is not None else None
+    except (ValueError, SelectorError) as exc:
+        parser.error(f"--namespace-selector: {exc}" if isinstance(exc, SelectorError) else str(exc))
+    if shard.count > 1 or selector is not None:
+        args.namespace_filter = NamespaceFilter(shard if shard.count > 1 else None, selector)
+
+
 def _leader_options(parser: argparse.ArgumentParser) -> None:
     """`run` only: leader election on a Lease, off unless asked for (docs/cli.md says why)."""
     group = parser.add_argument_group("leader election (several replicas; only the leader writes status)")
@@ -236,7 +276,8 @@ def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
             f"--leader-elect-renew-deadline must be longer than {1 + JITTER:g} times --leader-elect-retry-period"
         )
     return LeaderSettings(
-        name=args.leader_election_id,
+        # each shard fails over on its own
+        name=args.leader_election_id + (f"-{args.shard_index}" if args.shard_count > 1 else ""),
         namespace=args.leader_election_namespace,
         lease_duration=lease,
         renew_deadline=renew,
@@ -341,6 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
     )
+    _shard_options(run)
     _leader_options(run)
 
     tail = commands.add_parser(
@@ -352,6 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(tail)
     _line_format(tail, "-o", "--output")
+    _shard_options(tail)
 
     record = commands.add_parser(
         "record",
@@ -370,6 +413,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the log to write ('-': stdout, and then no verdict lines)",
     )
     _line_format(record, "--format")
+    _shard_options(record)
 
     wait = commands.add_parser(
         "wait",
@@ -469,6 +513,13 @@ def _address(text: str) -> tuple[str | None, int]:
     return host or None, int(port)
 
 
+def _whole(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -536,6 +587,7 @@ def _run(argv: Sequence[str] | None) -> int:
                 )
             )
         if args.command in ("run", "tail", "record"):
+            _namespace_filter(parser, args)
             return _live(args, leader=_leader_settings(parser, args))
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
@@ -593,6 +645,7 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: Lea
             watch=watch,
             patch=patch,
             leader=leader,
+            namespace_filter=getattr(args, "namespace_filter", None),
         )
     )
 

@@ -17,6 +17,10 @@ one that comes before the watches have started, stops at once.
 the Lease (crashwatch.leader) writes status. When a replica gains the lease, every status is decided
 again from what it observes (the pipeline is synced once more); on stop, once its writes are finished,
 the leader releases the lease.
+
+`--shard-index`/`--shard-count` and `--namespace-selector` (run, tail, record) keep some namespaces only
+(stream.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
+drops the objects of other namespaces right after decoding them. A shard leads on a Lease of its own.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from sinks.table import GraphTable
 from sinks.text import printable
 from sinks.wait import GraphWaiter
 from stream.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.namespaces import SelectedNamespaces
 from stream.record import Recorder
 from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
 from stream.resources import (
@@ -60,6 +65,7 @@ from stream.resources import (
     dynamo_resources,
     served,
 )
+from stream.shards import NamespaceFilter
 
 Command = Literal["run", "tail", "record", "wait", "get"]
 BUFFER = 64
@@ -82,6 +88,7 @@ class LiveOptions:
     watch: WatchSettings = field(default_factory=WatchSettings)
     patch: PatchSettings = field(default_factory=PatchSettings)
     leader: LeaderSettings | None = None  # run --leader-elect: write status only while holding this Lease
+    namespace_filter: NamespaceFilter | None = None  # run, tail, record: a shard, a namespace selector
 
 
 class _Stop(Exception):
@@ -249,7 +256,16 @@ async def _watch(
     scopes: list[str | None] = (
         [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
     )
+    kept = options.namespace_filter
+    given = scopes
+    if kept is not None and kept.shard is not None and scopes != [None]:  # a fixed list: watch ours alone
+        shard = kept.shard
+        scopes = [scope for scope in scopes if scope is not None and shard.owns(scope)]
     where = "all namespaces" if options.all_namespaces else "namespace " + ", ".join(str(s) for s in scopes)
+    if kept is not None:
+        if not scopes:
+            where = f"no namespace (of namespace {', '.join(str(s) for s in given)}, none is this shard's)"
+        where += f", keeping those of {kept.describe()}"
     names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
     log(f"watching {names} in {where} at {client.server} ({client.source})")
 
@@ -306,10 +322,15 @@ async def _watch(
                     options.watch,
                     log,
                     tap=recorder.write if recorder is not None else None,
+                    keep=kept.keeps if kept is not None else None,
                 )
                 for resource in resources
                 for scope in scopes
             ]
+            selection = None
+            if kept is not None and kept.selector is not None:
+                selection = SelectedNamespaces(client, kept, options.watch, log)
+                selection.reflectors = reflectors
             pending = len(reflectors)
             if metrics is not None:
                 metrics.count(reflectors, patcher.stats if options.command == "run" else None)
@@ -331,8 +352,20 @@ async def _watch(
             async with send_events, anyio.create_task_group() as watches:
                 watches.cancel_scope.deadline = deadline
                 life.stop_watches = watches.cancel_scope.cancel
+                if selection is not None:  # which namespaces match, before any object is listed
+                    selected = anyio.Event()
+
+                    async def namespaces_listed() -> None:
+                        selected.set()
+
+                    watches.start_soon(selection.run, namespaces_listed)
+                    await selected.wait()
                 for reflector in reflectors:
                     watches.start_soon(reflector.run, listed)
+                if not reflectors:  # every namespace given is another shard's: idle, ready, until stopped
+                    pending = 1
+                    await listed()
+                    watches.start_soon(anyio.sleep_forever)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
         for exc in fatal:

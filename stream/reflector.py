@@ -9,6 +9,12 @@ MODIFIED for those that changed, ADDED for new ones, so the stages downstream co
 without a repeat. Errors are retried with jittered exponential backoff, honouring Retry-After; a watch
 that stays silent longer than `idle_timeout` (bookmarks arrive about once a minute) is taken for stuck
 and resumed. Forbidden and not-found end the reflector: retrying cannot fix them.
+
+A sharded watcher (`stream.shards`) passes `keep`, asked of each object's namespace right after decoding:
+an object of a namespace not kept is neither held nor handed on (its resourceVersion still counts). When
+the namespaces kept change, `forget` hands on DELETED for what is held of one that is no longer kept, and
+`relist` lists again (between two reads of the watch, never in the middle of handing events on) to pick
+up the objects of one that now is.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ Emit = Callable[[list[WatchEvent]], Awaitable[None]]
 # a record line for the recorder: the event as received (or synthesized), with its arrival time
 Tap = Callable[[bytes], None]
 Log = Callable[[str], None]
+# whether an object of this namespace is this watcher's (a shard, a namespace selector); None: every one
+Keep = Callable[[str], bool]
 
 
 @dataclass
@@ -67,6 +75,10 @@ class Fatal(Exception):
         self.forbidden = forbidden
 
 
+class _RelistWanted(Exception):
+    """The namespaces kept grew: the watch stops between two reads so the resource is listed again."""
+
+
 class _Retry(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
@@ -94,8 +106,12 @@ class Reflector:
         log: Log | None = None,
         tap: Tap | None = None,
         clock: Callable[[], str] = now_rfc3339,
+        keep: Keep | None = None,
+        read: Callable[[bytes], WatchEvent] = read_event,
     ) -> None:
         self.client = client
+        self.keep = keep
+        self.read = read  # the typed decode of a watch line (another for a kind the pipeline does not take)
         self.resource = resource
         self.namespace = namespace
         self.emit = emit
@@ -111,6 +127,8 @@ class Reflector:
         self.events = 0  # how many events were handed on (a relist's derived ones included)
         self.errors = 0  # how many failed requests were retried
         self.where = resource.describe(namespace)
+        self._relist_wanted = False
+        self._reading: anyio.CancelScope | None = None  # a read of the watch, which a relist may cut short
 
     async def run(self, listed: Callable[[], Awaitable[None]] | None = None) -> None:
         """List, tell `listed` (once, after the listed objects were emitted), then watch for ever.
@@ -131,7 +149,15 @@ class Reflector:
         backoff = self._backoff()
         while True:
             try:
+                if self._relist_wanted:
+                    raise _RelistWanted()
                 received = await self._watch()
+            except _RelistWanted:
+                self._relist_wanted = False
+                self.log(f"{self.where}: the namespaces kept changed, listing again")
+                await self._retrying(self._relist)
+                backoff.reset()
+                continue
             except Gone:
                 self.log(f"{self.where}: resourceVersion {self.resource_version} is gone, listing again")
                 await self._retrying(self._relist)
@@ -142,6 +168,27 @@ class Reflector:
                 continue
             if received:
                 backoff.reset()
+
+    def relist(self) -> None:
+        """List again soon (a namespace is now kept): the watch stops at its next read, not in the middle of
+        handing events on, so nothing it received is lost."""
+        self._relist_wanted = True
+        if self._reading is not None:
+            self._reading.cancel()
+
+    async def forget(self, namespace: str) -> None:
+        """A namespace is no longer kept: what is held of it goes, handed on as DELETED events."""
+        gone = [(key, uid) for key, (uid, _) in self.known.items() if key[0] == namespace]
+        if not gone:
+            return
+        time = self.clock()
+        events = []
+        for key, uid in gone:
+            del self.known[key]
+            events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
+            if self.tap is not None:
+                self.tap(_encode(events[-1]))
+        await self._hand_on(events)
 
     async def _hand_on(self, events: list[WatchEvent]) -> None:
         self.events += len(events)
@@ -202,9 +249,13 @@ class Reflector:
                     try:
                         page = decoder.decode(response.body)
                         if object_decoder is not None:
-                            items += [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
+                            got: list[tuple[KubeObject, bytes | None]] = [
+                                (object_decoder.decode(raw), bytes(raw)) for raw in page.items
+                            ]
                         else:
-                            items += [(obj, None) for obj in page.items]
+                            got = [(obj, None) for obj in page.items]
+                        # another shard's objects are dropped page by page: a List holds ours alone
+                        items += got if self.keep is None else self._kept(got)
                     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                         raise _Retry(f"unreadable List page: {exc}") from None
                     version = version or page.metadata.resource_version
@@ -217,9 +268,16 @@ class Reflector:
                 except Gone:
                     continue  # the continue token expired: from the start
 
+    def _kept(self, items: list[tuple[KubeObject, bytes | None]]) -> list[tuple[KubeObject, bytes | None]]:
+        keep = self.keep
+        assert keep is not None
+        return [item for item in items if keep(item[0].metadata.namespace)]  # type: ignore[union-attr]
+
     async def _relist(self) -> None:
         """List, and hand on the difference to what was known as events."""
         items, version = await self._list()
+        if self.keep is not None:  # again: the namespaces kept may have changed while the pages came
+            items = self._kept(items)
         time = self.clock()
         events: list[WatchEvent] = []
         records: list[bytes] = []
@@ -285,8 +343,12 @@ class Reflector:
                 pending = 0
                 while True:
                     chunk = b""
-                    with anyio.move_on_after(settings.idle_timeout) as idle:
-                        chunk = await content.readany()
+                    with anyio.CancelScope() as self._reading, anyio.move_on_after(settings.idle_timeout) as idle:
+                        if not self._relist_wanted:
+                            chunk = await content.readany()
+                    self._reading = None
+                    if self._relist_wanted:
+                        raise _RelistWanted()
                     if idle.cancelled_caught:
                         raise _Retry(f"nothing received for {settings.idle_timeout:g}s, the watch looks stuck")
                     if not chunk:
@@ -331,7 +393,7 @@ class Reflector:
                 if not line.strip():
                     continue
                 try:
-                    event = read_event(line)
+                    event = self.read(line)
                 except msgspec.ValidationError:
                     # JSON of another shape: read it as a log record is read (null as absent, a kind we
                     # do not read skipped, a nameless object refused); one bad event costs that event
@@ -356,6 +418,9 @@ class Reflector:
                     raise _Retry(f"the server sent an error: {status.code} {status.reason}: {status.message}")
                 meta = obj.metadata
                 if event.type == "BOOKMARK":
+                    self.resource_version = meta.resource_version or self.resource_version
+                    continue
+                if self.keep is not None and not self.keep(meta.namespace):  # another shard's: dropped here
                     self.resource_version = meta.resource_version or self.resource_version
                     continue
                 key = (meta.namespace, meta.name)

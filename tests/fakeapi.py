@@ -214,10 +214,15 @@ class FakeApi:
             return self._write(request.method, plural, namespace or "", name, body)
         return _status(405, "MethodNotAllowed", request.method)
 
-    def _selected(self, obj: dict[str, Any], namespace: str | None, selector: str | None) -> bool:
+    def _selected(
+        self, obj: dict[str, Any], namespace: str | None, selector: str | None, fields: str | None = None
+    ) -> bool:
         meta = obj["metadata"]
         if namespace is not None and meta.get("namespace") != namespace:
             return False
+        for term in (fields or "").split(","):  # metadata.name=NAME, the one field selector crashwatch sends
+            if term.startswith("metadata.name=") and meta.get("name") != term.split("=", 1)[1]:
+                return False
         labels = meta.get("labels") or {}
         return all(term in labels for term in (selector or "").split(",") if term)
 
@@ -279,6 +284,7 @@ class FakeApi:
         since: int,
     ) -> web.StreamResponse:
         selector = request.query.get("labelSelector")
+        fields = request.query.get("fieldSelector")
         if (fault is not None and fault.kind == "gone") or since < self.compacted:
             error = {
                 "kind": "Status",
@@ -298,7 +304,7 @@ class FakeApi:
             pending = [(v, k, o) for v, k, o in self.history[plural] if v > since]
             for version, kind, obj in pending:
                 since = version
-                if not self._selected(obj, namespace, selector):
+                if not self._selected(obj, namespace, selector, fields):
                     continue
                 if fault is not None and sent >= fault.after:
                     return await self._misbehave(request, response, fault)
