@@ -198,7 +198,7 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
 
 def _leader_options(parser: argparse.ArgumentParser) -> None:
     """`run` only: leader election on a Lease, off unless asked for (docs/cli.md says why)."""
-    group = parser.add_argument_group("leader election (several replicas; only the leader writes status)")
+    group = parser.add_argument_group("leader election (several replicas; only the leader writes status and Events)")
     group.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,

@@ -285,3 +285,18 @@ def test_a_real_clock_says_rfc_3339_in_utc() -> None:
     StderrLogger(stream, "json")("hello")
     when = json.loads(stream.getvalue())["time"]
     assert when.endswith("Z") and when[10] == "T" and len(when) == len("2026-12-03T14:00:00.000001Z")
+
+
+def test_events_are_on_for_run_unless_turned_off_kubectl_style() -> None:
+    from crashwatch.cli import build_parser
+
+    parser = build_parser()
+    for argv, on in (
+        ([], True),
+        (["--events"], True),
+        (["--events=true"], True),
+        (["--events=false"], False),
+        (["--events=0"], False),
+        (["--no-events"], False),
+    ):
+        assert parser.parse_args(["run", *argv]).events is on, argv
