@@ -378,6 +378,7 @@ class EventRecorder:
         )
         self._bucket: TokenBucket | None = None
         self._wake = anyio.Event()
+        self._stopped = anyio.Event()
         self._closed = False
         self._said: set[int] = set()
 
@@ -391,6 +392,7 @@ class EventRecorder:
             finally:
                 self._closed = True
                 self._wake.set()
+                self._stopped.set()
 
     def observe(self, outputs: Sequence[Output]) -> None:
         """Fold a batch's occurrences in; never waits."""
@@ -404,8 +406,8 @@ class EventRecorder:
                 self._wake.set()
 
     async def _write_all(self) -> None:
-        """Send the queued writes one at a time, each after a token; when the input ends, what is queued
-        is still sent (the grace period of a stop bounds that)."""
+        """Send the queued writes one at a time, each after a token. When the input ends (a stop), what
+        is queued is sent while tokens are at hand, and the rest dropped: Events never hold a stop."""
         if self._bucket is None:
             self._bucket = TokenBucket(self.settings.qps, self.settings.burst, self.clock())
         while True:
@@ -417,7 +419,11 @@ class EventRecorder:
                 continue
             delay = self._bucket.take(self.clock())
             if delay > 0:
-                await anyio.sleep(delay)
+                with anyio.move_on_after(delay):
+                    await self._stopped.wait()
+                if self._closed:  # stopping: what would wait for tokens is dropped, never waited for
+                    self.stats.dropped += len(self.folder.queue)
+                    return
             write = self.folder.take()  # after the wait: the series as it stands now
             if write is None:
                 continue

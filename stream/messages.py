@@ -3,8 +3,9 @@
 The reflector, the sinks and the CLI all say things (a retry, a write, a lost lease). They are handed one
 `Logger` and call it with the message alone, or with a level and the object too; how it is written (the
 historic text line, or one JSON object per line) and which levels are shown is decided once, by the CLI
-(crashwatch/logs.py). A plain `Callable[[str], None]` still works wherever a Logger is taken (`logger()`
-wraps it, the level and object then dropped), so tests and library callers may pass `list.append`.
+(crashwatch/logs.py). A plain `Callable[[str], None]` still works wherever a Logger is taken: `logger()`
+wraps it, and it is given the message of every level but debug, without the level and object (so tests
+and library callers may pass `list.append`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ class _Plain(Logger):
         self.say = say
 
     def __call__(self, message: str, level: Level = "info", about: About | None = None) -> None:
-        self.say(message)
+        if level != "debug":  # what the default level, info, shows
+            self.say(message)
 
 
 def logger(log: Callable[[str], None] | None) -> Logger:
