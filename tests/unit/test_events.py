@@ -300,3 +300,23 @@ def test_events_are_on_for_run_unless_turned_off_kubectl_style() -> None:
         (["--no-events"], False),
     ):
         assert parser.parse_args(["run", *argv]).events is on, argv
+
+
+def test_the_event_counters_are_exposed_for_prometheus() -> None:
+    from sinks.events import EventStats
+    from sinks.metrics import Metrics
+
+    metrics = Metrics()
+    stats = EventStats()
+    metrics.count_events(stats)
+    stats.created, stats.patched, stats.dropped, stats.not_leader = 2, 5, 1, 3
+    text = metrics.exposition().decode()
+    for line in (
+        'crashwatch_events_written_total{request="create"} 2.0',
+        'crashwatch_events_written_total{request="patch"} 5.0',
+        'crashwatch_events_dropped_total{reason="queue_full"} 1.0',
+        'crashwatch_events_dropped_total{reason="refused"} 0.0',
+        'crashwatch_events_dropped_total{reason="not_leader"} 3.0',
+    ):
+        assert line in text.splitlines(), line
+    assert "crashwatch_events" not in Metrics().exposition().decode()  # tail, wait: no such series
