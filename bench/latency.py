@@ -4,6 +4,7 @@
     python -m bench.latency --loops 10 --load 100    # a quick look
     python -m bench.latency --load 0                 # no background load
     python -m bench.latency --server-only            # the same writes and load, no crashwatch
+    python -m bench.latency --watcher-arg=--no-events # crashwatch run without its Kubernetes Events
 
 It starts etcd and kube-apiserver (tests/envtest.py, the binaries scripts/build-controlplane makes; no
 kube-controller-manager, which these Deployment-less Pods do not need), then `crashwatch run` as a user
@@ -240,9 +241,11 @@ def row(label: str, values: list[float]) -> str:
     return f"| {label} | {cells} | {max(values):.0f} ms | {slow} of {len(values)} |"
 
 
-async def measure(plane: envtest.ControlPlane, loops: int, rate: float, inflight: int) -> None:
+async def measure(
+    plane: envtest.ControlPlane, loops: int, rate: float, inflight: int, extra: tuple[str, ...] = ()
+) -> None:
     namespace = prepare(plane)
-    watcher = Watcher("run", "-n", namespace, "-o", "json", "--kubeconfig", str(plane.kubeconfig))
+    watcher = Watcher("run", "-n", namespace, "-o", "json", "--kubeconfig", str(plane.kubeconfig), *extra)
     watcher.wait_synced()
     pid = watcher.process.pid
     load: Load | None = None
@@ -369,6 +372,9 @@ def main() -> None:
         help="NAME=VALUE for the control plane",
     )
     parser.add_argument(
+        "--watcher-arg", action="append", default=[], help="an extra `crashwatch run` argument (--no-events)"
+    )
+    parser.add_argument(
         "--server-only",
         action="store_true",
         help="no crashwatch: time the completing Pod write to a separate watch, the API server's own share",
@@ -382,8 +388,10 @@ def main() -> None:
         )
         try:
             plane.start()
-            run = measure_server if args.server_only else measure
-            asyncio.run(run(plane, args.loops, args.load, args.load_inflight))
+            if args.server_only:
+                asyncio.run(measure_server(plane, args.loops, args.load, args.load_inflight))
+            else:
+                asyncio.run(measure(plane, args.loops, args.load, args.load_inflight, tuple(args.watcher_arg)))
         finally:
             plane.stop()
 

@@ -7,12 +7,12 @@ traceback. Commands and their exit codes are documented in docs/cli.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gc
 import math
 import os
 import re
 import sys
+import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ from crashwatch.errors import leaves
 
 if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
+    from crashwatch.logs import StderrLogger
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -58,12 +59,17 @@ examples:
   # one of several replicas: only the holder of the Lease crashwatch/crashwatch writes status
   crashwatch run -A --leader-elect --leader-election-namespace crashwatch
 
+  # no Kubernetes Events; stderr as JSON lines for a log collector
+  crashwatch run -A --events=false --log-format json
+
 what it writes (docs/status.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
 state failed with Ready reason component_crash_looping, and on both the kstatus condition Stalled=True
-(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains.
+(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains. Kubernetes Events on
+the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its count climbing with the
+restarts) and Normal CrashLoopRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
-get/patch on their status subresources.
+get/patch on their status subresources, and create/patch on events.k8s.io events.
 
 exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
 to list/watch, 78 no usable kubeconfig or --http-address, 130 stopped by Ctrl-C.
@@ -170,6 +176,7 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
         "held in memory: 64Mi, 1Gi, or bytes (default: 16Mi, well above the API server's largest object)",
     )
     _group_window(parser)
+    _log_options(parser)
     if not serve:
         return
     parser.add_argument(
@@ -231,7 +238,7 @@ def _namespace_filter(parser: argparse.ArgumentParser, args: argparse.Namespace)
 
 def _leader_options(parser: argparse.ArgumentParser) -> None:
     """`run` only: leader election on a Lease, off unless asked for (docs/cli.md says why)."""
-    group = parser.add_argument_group("leader election (several replicas; only the leader writes status)")
+    group = parser.add_argument_group("leader election (several replicas; only the leader writes status and Events)")
     group.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -286,6 +293,62 @@ def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     )
 
 
+def _log_options(parser: argparse.ArgumentParser) -> None:
+    """Every command: how stderr is written (crashwatch.logs)."""
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="stderr as text lines, or one JSON object per line with time, level, msg and the object it is "
+        "about (default: text)",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("error", "warning", "info", "debug"),
+        default="info",
+        help="say only messages at this level or above on stderr (default: info)",
+    )
+
+
+def _events_options(parser: argparse.ArgumentParser) -> None:
+    """`run` only: Kubernetes Events, on unless turned off (`--events=false` or `--no-events`)."""
+    parser.add_argument(
+        "--events",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_bool,
+        metavar="true|false",
+        help="write Kubernetes Events (events.k8s.io/v1) on the DCDs and DGDs: Warning ComponentCrashLooping "
+        "while a crash loop holds, Normal CrashLoopRecovered when it ends (default: true)",
+    )
+    parser.add_argument("--no-events", dest="events", action="store_false", help="the same as --events=false")
+
+
+def _bool(text: str) -> bool:
+    """A boolean as kubectl's flags take it."""
+    value = text.strip().lower()
+    if value in ("true", "t", "1", "yes"):
+        return True
+    if value in ("false", "f", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors come out as one JSON object under --log-format json."""
+
+    json_errors = False
+
+    def error(self, message: str) -> typing.NoReturn:
+        if not _Parser.json_errors:
+            super().error(message)
+        from crashwatch.logs import stderr_logger
+
+        stderr_logger("json").fatal(f"{self.prog}: error: {message}", exitcodes.USAGE)
+        sys.exit(exitcodes.USAGE)
+
+
 def _group_window(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--group-window",
@@ -310,7 +373,7 @@ def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     # installed as `kubectl-crashwatch` too, so `kubectl crashwatch wait dgd/llm` works as a kubectl plugin
     plugin = os.path.basename(sys.argv[0]) == "kubectl-crashwatch"
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kubectl crashwatch" if plugin else "crashwatch",
         description="Tell a crash loop from a slow start in NVIDIA Dynamo graphs on Kubernetes.",
     )
@@ -338,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
     _group_window(replay)
+    _log_options(replay)
     replay.add_argument(
         "-j",
         "--jobs",
@@ -383,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
     )
     _shard_options(run)
+    _events_options(run)
     _leader_options(run)
 
     tail = commands.add_parser(
@@ -565,7 +630,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
+    _Parser.json_errors = _json_requested(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    from crashwatch.logs import stderr_logger
+
+    log = stderr_logger(args.log_format, args.log_level)
     try:
         if args.command == "replay":
             from crashwatch.replay import ReplayOptions, run_replay
@@ -584,16 +653,18 @@ def _run(argv: Sequence[str] | None) -> int:
                     jobs=args.jobs,
                     group_window=args.group_window,
                     max_record_size=args.max_record_size,
+                    log_format=args.log_format,
+                    log_level=args.log_level,
                 )
             )
         if args.command in ("run", "tail", "record"):
             _namespace_filter(parser, args)
-            return _live(args, leader=_leader_settings(parser, args))
+            return _live(args, log, leader=_leader_settings(parser, args))
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
             if args.command == "wait" and (names is None) != bool(args.all):
                 parser.error("name the graphs to wait for (dgd/NAME ...), or give --all")
-            return _live(args, names)
+            return _live(args, log, names)
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
@@ -602,14 +673,20 @@ def _run(argv: Sequence[str] | None) -> int:
             _silence_stdout()
             return exitcodes.SIGPIPE
         leaf = found[0]
-        _say(f"crashwatch: internal error: {type(leaf).__name__}: {leaf}")
+        log.fatal(f"internal error: {type(leaf).__name__}: {leaf}", exitcodes.SOFTWARE)
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
     return exitcodes.USAGE
 
 
-def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: LeaderSettings | None = None) -> int:
+def _live(
+    args: argparse.Namespace,
+    log: StderrLogger,
+    graphs: list[str] | None = None,
+    leader: LeaderSettings | None = None,
+) -> int:
     from crashwatch.live import LiveOptions, run_live
+    from sinks.events import EventSettings
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
 
@@ -626,7 +703,7 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: Lea
         try:
             open(record, "wb").close()  # fail now, with one line, rather than after connecting
         except OSError as exc:
-            print(f"crashwatch: {record}: cannot create: {exc.strerror or exc}", file=sys.stderr)
+            log.fatal(f"{record}: cannot create: {exc.strerror or exc}", exitcodes.CANTCREAT)
             return exitcodes.CANTCREAT
     return run_live(
         LiveOptions(
@@ -646,15 +723,19 @@ def _live(args: argparse.Namespace, graphs: list[str] | None = None, leader: Lea
             patch=patch,
             leader=leader,
             namespace_filter=getattr(args, "namespace_filter", None),
+            events=EventSettings(request_timeout=args.request_timeout) if getattr(args, "events", False) else None,
+            log_format=args.log_format,
+            log_level=args.log_level,
         )
     )
 
 
-def _say(line: str) -> None:
-    """A line on stderr; nowhere when stderr is closed (print would fall back to stdout) or failing."""
-    if sys.stderr is not None:
-        with contextlib.suppress(OSError, ValueError):
-            print(line, file=sys.stderr)
+def _json_requested(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON on stderr, looked up before it is parsed (for usage errors)."""
+    for index, arg in enumerate(argv):
+        if arg == "--log-format=json" or (arg == "--log-format" and argv[index + 1 : index + 2] == ["json"]):
+            return True
+    return False
 
 
 def _silence_stdout() -> None:

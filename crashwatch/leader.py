@@ -51,6 +51,7 @@ import anyio
 import msgspec
 
 from stream.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
+from stream.messages import About, logger
 
 Log = Callable[[str], None]
 JITTER = 0.2  # a candidate's pause between tries: the retry period times 1 to 1 + JITTER
@@ -127,7 +128,8 @@ class LeaderElector:
         self.client = client
         self.namespace = namespace
         self.settings = settings
-        self.log = log
+        self.log = logger(log)
+        self.about = About("Lease", namespace, settings.name)
         self.on_gain = on_gain
         self.identity = holder or identity()
         self.clock = clock
@@ -170,13 +172,19 @@ class LeaderElector:
             await self._acquire()
             self._leading = True
             self.transitions += 1
-            self.log(f"leading: acquired the lease {self.where} as {self.identity}; writing status from now on")
+            self.log(
+                f"leading: acquired the lease {self.where} as {self.identity}; writing status from now on",
+                "info",
+                self.about,
+            )
             self.on_gain()
             await self._renew()
             self._leading = False
             self.log(
                 f"lost the lease {self.where}: not renewed within the {self.settings.renew_deadline:g}s renew "
-                "deadline; stopped writing status"
+                "deadline; stopped writing status",
+                "warning",
+                self.about,
             )
 
     async def _acquire(self) -> None:
@@ -273,7 +281,9 @@ class LeaderElector:
                     self._watch_refused = True
                     self.log(
                         f"cannot watch the lease {self.where} ({exc.status} {exc.message or exc.reason}): "
-                        f"reading it every {self.settings.retry_period:g}s instead"
+                        f"reading it every {self.settings.retry_period:g}s instead",
+                        "warning",
+                        self.about,
                     )
                     return
                 if exc.status == 410:
@@ -362,7 +372,7 @@ class LeaderElector:
     def _say_error(self, message: str) -> None:
         if message != self._last_error:  # once per kind of failure, not every retry period
             self._last_error = message
-            self.log(f"lease {self.where}: {message}")
+            self.log(f"lease {self.where}: {message}", "warning", self.about)
 
     async def _try_once(self) -> bool:
         # 1. the leader's fast path: update the Lease it last wrote, assuming nobody else did
@@ -390,7 +400,7 @@ class LeaderElector:
         if holder != self._reported_holder:
             self._reported_holder = holder
             if holder and holder != self.identity:
-                self.log(f"the lease {self.where} is held by {holder}: following")
+                self.log(f"the lease {self.where} is held by {holder}: following", "info", self.about)
         # 3. held by another, and not expired as we measure it
         if holder and holder != self.identity and self._observed_at + self._duration() > now:
             return False
@@ -487,11 +497,11 @@ class LeaderElector:
                     else:
                         lease = _decode(got.body)
                         continue
-                self.log(f"cannot release the lease {self.where}: {exc}")
+                self.log(f"cannot release the lease {self.where}: {exc}", "warning", self.about)
                 return
         else:
             return
         self._lease = _decode(response.body)
         self._observed, self._observed_at = _record(self._lease), self.clock()
         if was_leading:
-            self.log(f"released the lease {self.where}")
+            self.log(f"released the lease {self.where}", "info", self.about)

@@ -40,18 +40,20 @@ from anyio.abc import ObjectSendStream
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
+from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, Synced, pipeline_stage
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
+from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
 from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
-from sinks.text import printable
 from sinks.wait import GraphWaiter
 from stream.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.messages import Level, Logger
 from stream.namespaces import SelectedNamespaces
 from stream.record import Recorder
 from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
@@ -89,6 +91,9 @@ class LiveOptions:
     patch: PatchSettings = field(default_factory=PatchSettings)
     leader: LeaderSettings | None = None  # run --leader-elect: write status only while holding this Lease
     namespace_filter: NamespaceFilter | None = None  # run, tail, record: a shard, a namespace selector
+    events: EventSettings | None = None  # run: write Kubernetes Events (None: --events=false)
+    log_format: LogFormat = "text"  # stderr: crashwatch.logs
+    log_level: Level = "info"
 
 
 class _Stop(Exception):
@@ -110,12 +115,8 @@ class _Lifecycle:
     replan: Callable[[], None] = lambda: None  # decide every status again (the lease was gained)
 
 
-def stderr_log(err: TextIO) -> Callable[[str], None]:
-    def log(message: str) -> None:
-        err.write(f"crashwatch: {printable(message)}\n")
-        err.flush()
-
-    return log
+def stderr_log(err: TextIO, format: LogFormat = "text", level: Level = "info") -> StderrLogger:
+    return StderrLogger(err, format, level)
 
 
 WAIT_CODES = {
@@ -127,13 +128,13 @@ WAIT_CODES = {
 
 
 async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
-    log = stderr_log(err)
+    log = stderr_log(err, options.log_format, options.log_level)
     # `wait --timeout 0` decides from one list: no deadline, the waiter gives up after its first look
     deadline = anyio.current_time() + options.timeout if options.timeout else math.inf
     try:
         client = await KubeClient.connect(options.kubeconfig, options.context)
     except ConfigError as exc:
-        log(str(exc))
+        log(str(exc), "error")
         return exitcodes.CONFIG
     code = exitcodes.OK
     life = _Lifecycle()
@@ -155,7 +156,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         try:
             url = await server.start()
         except OSError as exc:
-            log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}")
+            log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}", "error")
             await client.close()
             return exitcodes.CONFIG
         log(f"serving /healthz, /readyz and /metrics at {url}")
@@ -181,11 +182,11 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     return code
 
 
-async def _lead(elector: LeaderElector, log: Callable[[str], None]) -> None:
+async def _lead(elector: LeaderElector, log: Logger) -> None:
     try:
         await elector.run()
     except LeaseForbidden as exc:
-        log(str(exc))
+        log(str(exc), "error")
         raise _Stop(exitcodes.NOPERM) from None
 
 
@@ -197,7 +198,7 @@ def _not_ready(life: _Lifecycle) -> str | None:
     return None
 
 
-async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str], None]) -> str | None:
+async def _discover(client: KubeClient, options: LiveOptions, log: Logger) -> str | None:
     """The Dynamo CRDs' version, waiting out an API server that cannot be reached yet."""
     backoff = Backoff(options.watch.initial_backoff, options.watch.max_backoff)
     while True:
@@ -205,13 +206,13 @@ async def _discover(client: KubeClient, options: LiveOptions, log: Callable[[str
             return await discover_dynamo(client, options.watch.request_timeout)
         except ApiError as exc:
             if exc.status in (401, 403):
-                log(f"not allowed to discover the API of {client.server}: {exc.message or exc.reason}")
+                log(f"not allowed to discover the API of {client.server}: {exc.message or exc.reason}", "error")
                 raise _Stop(exitcodes.NOPERM) from None
             if not exc.retryable:
-                log(f"discovering the Dynamo CRDs at {client.server}: {exc}")
+                log(f"discovering the Dynamo CRDs at {client.server}: {exc}", "error")
                 raise _Stop(exitcodes.UNAVAILABLE) from None
             delay = backoff.next(exc.retry_after)
-            log(f"{exc}; retrying in {delay:.1f}s")
+            log(f"{exc}; retrying in {delay:.1f}s", "warning")
             await anyio.sleep(delay)
 
 
@@ -219,7 +220,7 @@ async def _watch(
     client: KubeClient,
     options: LiveOptions,
     out: BinaryIO,
-    log: Callable[[str], None],
+    log: Logger,
     life: _Lifecycle,
     metrics: Metrics | None,
     deadline: float = math.inf,
@@ -230,25 +231,25 @@ async def _watch(
         try:
             version = await _discover(client, options, log)
         except NotAnApiServer as strange:
-            log(str(strange))
+            log(str(strange), "error")
             return exitcodes.UNAVAILABLE
         try:
             lws = await served(client, LEADERWORKERSETS, options.watch.request_timeout)
         except ApiError as error:  # Pods are still diagnosed; only scale-downs and LWS's own verdict are missed
-            log(f"not watching LeaderWorkerSets: {error}")
+            log(f"not watching LeaderWorkerSets: {error}", "warning")
     if discovering.cancelled_caught:
-        log(f"timed out: {client.server} did not answer in time")
+        log(f"timed out: {client.server} did not answer in time", "error")
         return exitcodes.TIMEOUT
     resources: list[Resource] = [PODS, DEPLOYMENTS]
     if version is None:
         if options.command in ("run", "wait", "get"):
             log(
                 f"the Dynamo CRDs (nvidia.com DynamoGraphDeployment, DynamoComponentDeployment) are not served by "
-                f"{client.server}: there is "
-                + ("no status to write" if options.command == "run" else "no graph")
+                f"{client.server}: there is " + ("no status to write" if options.command == "run" else "no graph"),
+                "error",
             )
             return exitcodes.UNAVAILABLE
-        log("the Dynamo CRDs are not served: watching Pods and Deployments only")
+        log("the Dynamo CRDs are not served: watching Pods and Deployments only", "warning")
     else:
         resources += dynamo_resources(version)
     if lws:  # LeaderWorkerSet-backed components: how many groups each wants, and its own Failed condition
@@ -300,6 +301,13 @@ async def _watch(
                         tg.start_soon(resync)
 
                 life.replan = replan
+                if options.events is not None:  # Events: a stream, a queue and a pace of their own
+                    send_ev, receive_ev = anyio.create_memory_object_stream[list[Output]](BUFFER)
+                    sinks.append(send_ev)
+                    events = EventRecorder(client, options.events, log, is_leader=life.is_leader)
+                    if metrics is not None:
+                        metrics.count_events(events.stats)
+                    tg.start_soon(events.run, receive_ev)
             if judge is not None:
                 send_judge, receive_judge = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_judge)
@@ -369,7 +377,7 @@ async def _watch(
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
         for exc in fatal:
-            log(str(exc))
+            log(str(exc), "error")
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
     finally:
         life.replan = lambda: None
@@ -388,7 +396,7 @@ def _judge(
     scopes: list[str | None],
     where: str,
     out: BinaryIO,
-    log: Callable[[str], None],
+    log: Logger,
     life: _Lifecycle,
 ) -> GraphWaiter | GraphTable | None:
     """The sink that decides `wait`'s exit or prints `get`'s snapshot; it stops the watches when done."""
@@ -412,7 +420,7 @@ def _judge(
     return None
 
 
-async def _signals(life: _Lifecycle, grace: float, log: Callable[[str], None]) -> None:
+async def _signals(life: _Lifecycle, grace: float, log: Logger) -> None:
     """SIGTERM stops the watcher cleanly (exit 0); SIGINT too, with 130 as a shell expects."""
     with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:

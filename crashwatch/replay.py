@@ -32,6 +32,7 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
+from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
@@ -41,6 +42,7 @@ from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.events import BadRecord, ReducedPod, WatchEvent
 from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.messages import Level
 from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
@@ -57,6 +59,8 @@ class ReplayOptions:
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
+    log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
+    log_level: Level = "info"
 
 
 @dataclass
@@ -136,7 +140,7 @@ async def _deliver(
     source: LogSource,
     batch: list[Item] | list[WatchEvent | BadRecord],
     send: ObjectSendStream[Events],
-    err: TextIO,
+    log: StderrLogger,
     strict: bool,
     outcome: _Outcome,
     progress: _Progress,
@@ -156,8 +160,7 @@ async def _deliver(
                 events = []
             outcome.bad += 1
             progress.clear()
-            err.write(f"crashwatch: {printable(str(entry))}\n")
-            err.flush()
+            log(str(entry), "warning")
             if strict:
                 outcome.stopped = True
                 return False
@@ -172,7 +175,7 @@ async def _deliver(
 async def _read_logs(
     sources: Sequence[LogSource],
     send: ObjectSendStream[Events],
-    err: TextIO,
+    log: StderrLogger,
     options: ReplayOptions,
     outcome: _Outcome,
     progress: _Progress,
@@ -191,11 +194,11 @@ async def _read_logs(
                             with mapped:
                                 async with aclosing(parallel.read(source, mapped)) as read:
                                     async for items in read:
-                                        if not await _deliver(source, items, send, err, strict, outcome, progress):
+                                        if not await _deliver(source, items, send, log, strict, outcome, progress):
                                             return
                             continue
                         for batch in read_log(source):
-                            if not await _deliver(source, batch, send, err, strict, outcome, progress):
+                            if not await _deliver(source, batch, send, log, strict, outcome, progress):
                                 return
                     finally:
                         source.close()
@@ -222,7 +225,7 @@ async def _read_logs(
                 if isinstance(item, BaseException):
                     raise item
                 source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
-                if not await _deliver(source, batch, send, err, strict, outcome, progress):
+                if not await _deliver(source, batch, send, log, strict, outcome, progress):
                     return
     finally:
         stop.set()
@@ -235,6 +238,7 @@ async def replay(
     stdin: IO[bytes] | None = None,
     clock: Callable[[], str] | None = None,
 ) -> int:
+    log = StderrLogger(err, options.log_format, options.log_level)
     sources: list[LogSource] = []
     try:
         for path in options.logs:
@@ -242,25 +246,26 @@ async def replay(
     except LogUnreadable as exc:
         for source in sources:
             source.close()
-        err.write(f"crashwatch: {printable(str(exc))}\n")
+        log.fatal(str(exc), exitcodes.NOINPUT)
         return exitcodes.NOINPUT
-    progress = _Progress(err, err.isatty() if options.progress is None else options.progress)
+    draw = err.isatty() if options.progress is None else options.progress
+    progress = _Progress(err, draw and options.log_format == "text")
     outcome = _Outcome()
     render = patch_printer if options.patches else change_printer(options.output)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_read_logs, sources, send_events, err, options, outcome, progress)
+        tg.start_soon(_read_logs, sources, send_events, log, options, outcome, progress)
         pipeline = Pipeline(clock=clock, group_window=options.group_window)
         tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline)
         tg.start_soon(print_lines, receive_out, out, render)
     progress.clear()
     if outcome.stopped:
-        err.write("crashwatch: stopped at the first bad record (--strict)\n")
+        log.fatal("stopped at the first bad record (--strict)", exitcodes.DATAERR)
         return exitcodes.DATAERR
     if outcome.bad:
         plural = "record" if outcome.bad == 1 else "records"
-        err.write(f"crashwatch: {outcome.bad} bad {plural} skipped\n")
+        log.fatal(f"{outcome.bad} bad {plural} skipped", exitcodes.DATAERR)
         return exitcodes.DATAERR
     return exitcodes.OK
 
@@ -428,7 +433,8 @@ def run_replay(options: ReplayOptions) -> int:
         failed = next((leaf for leaf in found if isinstance(leaf, OutputFailed)), None)
         if failed is None:
             raise
-        err.write(f"crashwatch: cannot write to standard output: {failed}\n")
-        err.flush()
+        StderrLogger(cast(TextIO, err), options.log_format).fatal(
+            f"cannot write to standard output: {failed}", exitcodes.IOERR
+        )
         _discard_stdout()
         return exitcodes.IOERR

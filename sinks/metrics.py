@@ -46,6 +46,17 @@ class WriteCounts(Protocol):
     delay_sum: float
 
 
+class EventCounts(Protocol):
+    """What the Event recorder counts (sinks.events.EventStats)."""
+
+    created: int
+    patched: int
+    dropped: int
+    refused: int
+    failed: int
+    not_leader: int
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -82,6 +93,10 @@ class Metrics:
         self._counts.watches = list(watches)
         self._counts.writes = writes
 
+    def count_events(self, events: EventCounts) -> None:
+        """`run` with Events on: where the Event counters are read from at each scrape."""
+        self._counts.events = events
+
     def observe(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
             if isinstance(output, ComponentChange):
@@ -117,6 +132,7 @@ class _Counts(Collector):
     def __init__(self) -> None:
         self.watches: list[WatchCounts] = []
         self.writes: WriteCounts | None = None
+        self.events: EventCounts | None = None
 
     def collect(self) -> Iterator[Metric]:
         labels = ["resource", "namespace"]
@@ -163,3 +179,24 @@ class _Counts(Collector):
                 buckets=buckets,
                 sum_value=w.delay_sum,
             )
+        if self.events is not None:
+            e = self.events
+            written = CounterMetricFamily(
+                "crashwatch_events_written",
+                "Kubernetes Events written: created, or a series' count updated by PATCH.",
+                labels=["request"],
+            )
+            written.add_metric(["create"], e.created)
+            written.add_metric(["patch"], e.patched)
+            yield written
+            dropped = CounterMetricFamily(
+                "crashwatch_events_dropped",
+                "Kubernetes Events not written: the queue was full, the API server refused them (403, 404, 422), "
+                "they failed on every try, or another replica leads.",
+                labels=["reason"],
+            )
+            dropped.add_metric(["queue_full"], e.dropped)
+            dropped.add_metric(["refused"], e.refused)
+            dropped.add_metric(["failed"], e.failed)
+            dropped.add_metric(["not_leader"], e.not_leader)
+            yield dropped

@@ -32,6 +32,7 @@ from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
 from stream.client import ApiError, Backoff, KubeClient
+from stream.messages import About, logger
 from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
 from stream.resources import Resource, dynamo_resources
 
@@ -119,7 +120,7 @@ class StatusPatcher:
         self.client = client
         self.is_leader = is_leader or (lambda: True)
         self.settings = settings or PatchSettings()
-        self.log = log or (lambda message: None)
+        self.log = logger(log)
         self.clock = clock or _now
         self.stats = PatchStats()
         self._objects: dict[tuple[str, str, str], _WriteState] = {}
@@ -189,6 +190,7 @@ class StatusPatcher:
         resource = _resource(wanted)
         path = resource.path(wanted.namespace, wanted.name, "status")
         where = f"{wanted.kind} {wanted.namespace}/{wanted.name}"
+        about = About(wanted.kind, wanted.namespace, wanted.name)
         backoff = Backoff(0.5, self.settings.retry_max)
         current: StatusWanted | None = wanted
         while True:
@@ -219,15 +221,15 @@ class StatusPatcher:
                         return False
                     continue
                 if exc.status == 404:
-                    self.log(f"{where} is gone; its status is not written")
+                    self.log(f"{where} is gone; its status is not written", "warning", about)
                     return False
                 if not exc.retryable:
                     self.stats.failures += 1
-                    self.log(f"cannot write the status of {where}: {exc}")
+                    self.log(f"cannot write the status of {where}: {exc}", "error", about)
                     return False
                 self.stats.retries += 1
                 delay = backoff.next(exc.retry_after)
-                self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s")
+                self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s", "warning", about)
                 await anyio.sleep(delay)
                 if entry.wanted is not None:
                     return False  # superseded while waiting: the newer one is written instead
@@ -237,7 +239,7 @@ class StatusPatcher:
             if late is not None:
                 self.stats.observe_delay(late)
             after = f" ({late * 1000:.0f} ms after the event)" if late is not None else ""
-            self.log(f"wrote {where}: {_describe(current)}{after}")
+            self.log(f"wrote {where}: {_describe(current)}{after}", "info", about)
             try:
                 entry.wrote_on, entry.wrote_to = current.resource_version, _written(response.body)
             except (msgspec.DecodeError, msgspec.ValidationError):

@@ -30,6 +30,7 @@ import msgspec
 from stream.client import ApiError, Backoff, KubeClient
 from stream.decode import RecordProblem, decode_json, read_event
 from stream.events import EventType, WatchEvent
+from stream.messages import logger
 from stream.objects import KubeObject, Status
 from stream.resources import Resource
 
@@ -116,7 +117,7 @@ class Reflector:
         self.namespace = namespace
         self.emit = emit
         self.settings = settings or WatchSettings()
-        self.log = log or (lambda message: None)
+        self.log = logger(log)
         self.tap = tap
         self.clock = clock
         self.resource_version = ""
@@ -140,7 +141,7 @@ class Reflector:
         except Fatal as exc:
             if not self.resource.optional:
                 raise
-            self.log(f"{exc}; going on without {self.resource.plural}")
+            self.log(f"{exc}; going on without {self.resource.plural}", "warning")
             if listed is not None:
                 await listed()
             return
@@ -201,7 +202,7 @@ class Reflector:
         """Say what failed, and wait as the backoff says (at least Retry-After)."""
         self.errors += 1
         delay = backoff.next(exc.retry_after)
-        self.log(f"{what}: {exc}; {then} in {delay:.1f}s")
+        self.log(f"{what}: {exc}; {then} in {delay:.1f}s", "warning")
         await anyio.sleep(delay)
 
     async def _retrying(self, action: Callable[[], Awaitable[None]]) -> None:
@@ -403,7 +404,7 @@ class Reflector:
                         if not _is_json(line):  # not JSON: the stream itself is broken
                             raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
                         self.errors += 1
-                        self.log(f"{self.where}: a watch event skipped: {problem}")
+                        self.log(f"{self.where}: a watch event skipped: {problem}", "warning")
                         continue
                     if not readable:
                         continue

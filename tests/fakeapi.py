@@ -28,6 +28,7 @@ RESOURCES = {
     ("nvidia.com", "dynamocomponentdeployments"): "DynamoComponentDeployment",
     ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
     ("coordination.k8s.io", "leases"): "Lease",  # leader election: GET, POST (create), PUT (update)
+    ("events.k8s.io", "events"): "Event",  # Kubernetes Events: POST (create), PATCH (a series' count)
 }
 
 
@@ -372,6 +373,9 @@ class FakeApi:
         updated = copy.deepcopy(obj)
         for key, value in (body.get("status") or {}).items():
             updated.setdefault("status", {})[key] = value
+        for key, value in body.items():  # an Event's series: a top-level field, merged as a merge patch does
+            if key not in ("metadata", "status"):
+                updated[key] = value
         return web.json_response(self.put(plural, updated))
 
 

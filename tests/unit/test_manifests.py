@@ -89,3 +89,13 @@ def test_the_role_grants_exactly_what_leader_election_uses() -> None:
     # and the cluster-wide role took no lease rights
     clusterrole = _manifest("clusterrole.yaml")
     assert all("leases" not in rule["resources"] for rule in clusterrole["rules"])
+
+
+def test_the_cluster_role_grants_exactly_the_event_verbs_the_recorder_sends() -> None:
+    source = (WATCHER.parents[1] / "sinks" / "events.py").read_text()
+    used = {VERBS[method] for method in re.findall(r'request\(\s*"([A-Z]+)"', source)}
+    assert used == {"create", "patch"}
+    clusterrole = _manifest("clusterrole.yaml")
+    (rule,) = [rule for rule in clusterrole["rules"] if "events" in rule["resources"]]
+    assert (rule["apiGroups"], rule["resources"]) == (["events.k8s.io"], ["events"])
+    assert sorted(rule["verbs"]) == sorted(used)
