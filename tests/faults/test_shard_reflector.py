@@ -4,34 +4,20 @@ taken in is listed again without losing what the watch was delivering meanwhile.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import anyio
 import pytest
+from collector import Collector
 from fakeapi import FakeApi, crashing, healthy
 
 from stream.client import KubeClient
-from stream.events import WatchEvent
 from stream.reflector import Reflector, WatchSettings
 from stream.resources import PODS
 
 pytestmark = pytest.mark.anyio
 
 FAST = WatchSettings(page_size=500, idle_timeout=5, initial_backoff=0.05, max_backoff=0.2)
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.events: list[WatchEvent] = []
-
-    async def emit(self, events: list[WatchEvent]) -> None:
-        self.events += events
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await anyio.sleep(0.01)
 
 
 async def reflect(client: KubeClient, collector: Collector, **kw: Any) -> Reflector:

@@ -6,39 +6,21 @@ and asserts on the events handed on and on the requests the server saw.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from collector import Collector
 from fakeapi import FakeApi, Fault, crashing, healthy
 
 from stream.client import KubeClient
-from stream.events import WatchEvent
 from stream.reflector import Fatal, Reflector, WatchSettings
 from stream.resources import PODS, discover_dynamo
 
 pytestmark = pytest.mark.anyio
 
 FAST = WatchSettings(page_size=500, idle_timeout=5, initial_backoff=0.05, max_backoff=0.2)
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.events: list[WatchEvent] = []
-
-    async def emit(self, events: list[WatchEvent]) -> None:
-        self.events += events
-
-    def seen(self) -> list[tuple[str, str, str]]:
-        """(type, name, resourceVersion) of each event, in order."""
-        return [(e.type, e.object.metadata.name, e.object.metadata.resource_version) for e in self.events]  # type: ignore[union-attr]
-
-    async def wait_for(self, predicate: Callable[[], bool], timeout: float = 10) -> None:
-        with anyio.fail_after(timeout):
-            while not predicate():
-                await anyio.sleep(0.01)
 
 
 async def reflect(client: KubeClient, collector: Collector, settings: WatchSettings = FAST, **kw: Any) -> Reflector:
