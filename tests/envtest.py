@@ -20,10 +20,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -407,3 +409,24 @@ def _http_ok(url: str) -> bool:
 
     with urllib.request.urlopen(url, timeout=2) as response:
         return bool(response.status == 200)
+
+
+ENABLE = "install Go >= 1.26 (the control plane is built from the Go module proxy by scripts/build-controlplane)"
+
+
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A control plane, up until the generator is closed: for the session's fixture, and for a module that
+    needs one of its own."""
+    try:
+        found = binaries()
+    except ControlPlaneUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"e2e tests must run under CI, but {exc}: {ENABLE}")
+        pytest.skip(f"e2e tests skipped: {exc}; to run them, {ENABLE}")
+    plane = ControlPlane(found, tmp_path_factory.mktemp("controlplane"))
+    try:
+        plane.start()
+        print(f"\ncontrol plane up in {plane.started_in:.1f}s at {plane.url}", file=sys.stderr)
+        yield plane
+    finally:
+        plane.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import uuid
 from collections.abc import Iterator
@@ -15,24 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import envtest
 from kube import Kube
 
-ENABLE = "install Go >= 1.26 (the control plane is built from the Go module proxy by scripts/build-controlplane)"
-
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[envtest.ControlPlane]:
-    try:
-        binaries = envtest.binaries()
-    except envtest.ControlPlaneUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"e2e tests must run under CI, but {exc}: {ENABLE}")
-        pytest.skip(f"e2e tests skipped: {exc}; to run them, {ENABLE}")
-    plane = envtest.ControlPlane(binaries, tmp_path_factory.mktemp("controlplane"))
-    try:
-        plane.start()
-        print(f"\ncontrol plane up in {plane.started_in:.1f}s at {plane.url}", file=sys.stderr)
-        yield plane
-    finally:
-        plane.stop()
+    yield from envtest.started(tmp_path_factory)
 
 
 @pytest.fixture

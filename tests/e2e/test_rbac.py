@@ -134,6 +134,13 @@ class TokenClient:
             connection.close()
 
 
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[envtest.ControlPlane]:
+    """A control plane of its own: the watcher runs with -A and one status write in two seconds, so the
+    graphs other tests leave behind on the session's would queue their writes ahead of this test's."""
+    yield from envtest.started(tmp_path_factory)
+
+
 @pytest.fixture
 def installed(control_plane: envtest.ControlPlane, kube: Kube) -> Iterator[tuple[str, list[dict[str, Any]], str]]:
     """k8s/watcher installed in a namespace of its own: (that namespace, the objects, a token)."""
