@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from builders import container, pod_status
+
 
 class ApiError(Exception):
     def __init__(self, status: int, body: Any) -> None:
@@ -98,43 +100,14 @@ def pod_manifest(name: str, labels: dict[str, str], node: str | None = NODE) -> 
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
 
 
-def _container(restarts: int, state: dict[str, Any], last: dict[str, Any] | None, ready: bool) -> dict[str, Any]:
-    status: dict[str, Any] = {
-        "name": "main",
-        "image": "registry.invalid/worker:1",
-        "imageID": "",
-        "ready": ready,
-        "started": ready,
-        "restartCount": restarts,
-        "state": state,
-    }
-    if last:
-        status["lastState"] = last
-    return status
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def crash_status(restarts: int, exit_code: int = 1) -> dict[str, Any]:
-    """Down in CrashLoopBackOff after `restarts` restarts, the last one exiting with `exit_code`."""
-    terminated = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": _now(), "finishedAt": _now()}}
-    return {
-        "phase": "Running",
-        "conditions": [
-            {"type": "Ready", "status": "False", "reason": "ContainersNotReady", "lastTransitionTime": _now()}
-        ],
-        "containerStatuses": [_container(restarts, {"waiting": {"reason": "CrashLoopBackOff"}}, terminated, False)],
-    }
+    """Down in CrashLoopBackOff after `restarts` restarts, the last one exiting with `exit_code`: the
+    tests' one set of builders (tests/builders.py), with the fields kubelet writes."""
+    return pod_status(ready=False, containers=[container(restarts=restarts, exit_code=exit_code, realistic=True)])
 
 
 def ready_status(restarts: int = 0) -> dict[str, Any]:
-    return {
-        "phase": "Running",
-        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _now()}],
-        "containerStatuses": [_container(restarts, {"running": {"startedAt": _now()}}, None, True)],
-    }
+    return pod_status(ready=True, containers=[container(restarts=restarts, state="running", realistic=True)])
 
 
 def set_pod_status(kube: Kube, namespace: str, name: str, status: dict[str, Any]) -> Any:
