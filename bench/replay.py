@@ -565,8 +565,8 @@ def pipeline_split(log: Path, rounds: int) -> tuple[float, float, float, int, in
         both = min(both, time.process_time() - start)
         del decoded
     # once more, counting: which updates reach the aggregator, and which of them change nothing
-    aggregator = Pipeline().aggregator
-    only = EventFilter()
+    pipeline = Pipeline()  # the filter and the aggregator over one store: fed update by update
+    only, aggregator = pipeline.filter, pipeline.aggregator
     for line in lines:
         change = only.observe(decode_event(line))
         if change is None:
