@@ -320,7 +320,9 @@ class BenchServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 method, target, _ = lines[0].split(" ", 2)
-                headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                headers = {
+                    k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)
+                }
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 path, _, query_string = target.partition("?")
                 query = dict(urllib.parse.parse_qsl(query_string))
@@ -623,6 +625,7 @@ class Figures:
     steady_rss: int = 0
     cpu_per_1000: float = 0.0  # CPU seconds per 1,000 churn events
     core_share: float = 0.0  # of a core, during the churn
+    cpu_to_complete: float = 0.0  # CPU seconds from start to complete (a loaded machine's wall time drifts)
     events: int = 0
     rate: float = 0.0
     latency: list[float] = field(default_factory=list)  # ms
@@ -636,7 +639,17 @@ def crashwatch_args(kubeconfig: Path, port: int, namespace: str | None) -> list[
     script = Path(sys.executable).parent / "crashwatch"
     command = [str(script)] if script.exists() else [sys.executable, "-m", "crashwatch"]
     scope = ["-n", namespace] if namespace else ["-A"]
-    return [*command, "run", *scope, "-o", "json", "--kubeconfig", str(kubeconfig), "--http-address", f"127.0.0.1:{port}"]
+    return [
+        *command,
+        "run",
+        *scope,
+        "-o",
+        "json",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--http-address",
+        f"127.0.0.1:{port}",
+    ]
 
 
 def peer_bin() -> Path:
@@ -681,7 +694,7 @@ async def ready_at(session: aiohttp.ClientSession, port: int, process: Process, 
 
 
 def stalled(patch: dict[str, Any]) -> str | None:
-    """"True" or "False": the Stalled condition a DCD status write sets, if any."""
+    """ "True" or "False": the Stalled condition a DCD status write sets, if any."""
     for condition in (patch.get("status") or {}).get("conditions") or []:
         if condition.get("type") == "Stalled":
             return str(condition.get("status"))
@@ -768,6 +781,7 @@ async def measure_crashwatch(server: BenchServer, args: argparse.Namespace, kube
                 return all(c in written for c in initial)
 
             await until(first_writes, process, args.timeout, "the initial crash loops' status writes")
+            figures.cpu_to_complete = proc_usage(process.process.pid)[0]
             last = max(
                 p.at for p in server.patches[patches_before:] if p.kind == DCDS and p.key in initial and p.status == 200
             )
@@ -849,6 +863,7 @@ async def measure_peer(server: BenchServer, args: argparse.Namespace, kubeconfig
         await until(lambda: any(b'"synced"' in raw for _, raw in process.out), process, args.timeout, "peer synced")
         synced = json.loads(next(raw for _, raw in process.out if b'"synced"' in raw))
         figures.ready = figures.complete = synced["seconds"]
+        figures.cpu_to_complete = synced["cpu"]
         figures.notes.append(f"{synced['pods']} Pods in its cache")
         await asyncio.sleep(args.settle)
         await churn_phase(server, args, process, figures)
@@ -876,7 +891,10 @@ async def run_bench_server(args: argparse.Namespace) -> list[Figures]:
             server.warm()
             await read_only(server.url, 500)  # the first read after rendering is slower: not the server's pace
             seconds, read = await read_only(server.url, 500)
-            print(f"a client that only reads the List's bytes: {seconds:.2f} s for {read / 2**30:.2f} GiB", file=sys.stderr)
+            print(
+                f"a client that only reads the List's bytes: {seconds:.2f} s for {read / 2**30:.2f} GiB",
+                file=sys.stderr,
+            )
             reader = Figures("read-only client", ready=seconds, complete=seconds)
             for subject in args.subjects:
                 server.warm()
@@ -912,7 +930,10 @@ def report(results: list[Figures], args: argparse.Namespace) -> bool:
         return f"{a / b:.2f}x" if b else "-"
 
     where = "the real control plane" if args.control_plane else "the bench server"
-    print(f"\n# {args.pods:,} Pods on {where}, churn {args.rate:,.0f}/s asked for {args.duration:.0f} s, {os.cpu_count()} cores\n")
+    print(
+        f"\n# {args.pods:,} Pods on {where}, churn {args.rate:,.0f}/s asked for {args.duration:.0f} s, "
+        f"{os.cpu_count()} cores\n"
+    )
     if reader is not None:
         print(f"a client that only reads the List's bytes: {reader.complete:.2f} s\n")
     print("| | crashwatch | peer (controller-runtime) | crashwatch / peer | target |")
@@ -921,17 +942,49 @@ def report(results: list[Figures], args: argparse.Namespace) -> bool:
     if cw and peer:
         big = args.pods >= 100_000
         rows = [
-            ("first complete diagnosis (crashwatch) / cache synced (peer)", f"{cw.complete:.2f} s", f"{peer.complete:.2f} s",
-             ratio(cw.complete, peer.complete), "<= 2x the peer" + (", <= 10 s" if big else "")),
+            (
+                "first complete diagnosis (crashwatch) / cache synced (peer)",
+                f"{cw.complete:.2f} s",
+                f"{peer.complete:.2f} s",
+                ratio(cw.complete, peer.complete),
+                "<= 2x the peer" + (", <= 10 s" if big else ""),
+            ),
+            (
+                "CPU time until then",
+                f"{cw.cpu_to_complete:.2f} s",
+                f"{peer.cpu_to_complete:.2f} s",
+                ratio(cw.cpu_to_complete, peer.cpu_to_complete),
+                "",
+            ),
             ("ready (/readyz 200)", f"{cw.ready:.2f} s", f"{peer.ready:.2f} s", ratio(cw.ready, peer.ready), ""),
-            ("peak RSS", f"{cw.peak_rss / mib:.0f} MiB", f"{peer.peak_rss / mib:.0f} MiB",
-             ratio(cw.peak_rss, peer.peak_rss), "<= the peer" + (", <= 400 MB" if big else "")),
-            ("steady RSS (end of churn)", f"{cw.steady_rss / mib:.0f} MiB", f"{peer.steady_rss / mib:.0f} MiB",
-             ratio(cw.steady_rss, peer.steady_rss), ""),
-            ("CPU per 1,000 churn events", f"{cw.cpu_per_1000 * 1000:.0f} ms", f"{peer.cpu_per_1000 * 1000:.0f} ms",
-             ratio(cw.cpu_per_1000, peer.cpu_per_1000), ""),
-            ("share of a core under churn", f"{cw.core_share:.2f} ({cw.rate:,.0f}/s)", f"{peer.core_share:.2f} ({peer.rate:,.0f}/s)",
-             ratio(cw.core_share, peer.core_share), "< 0.5 at 1,000/s" if big else ""),
+            (
+                "peak RSS",
+                f"{cw.peak_rss / mib:.0f} MiB",
+                f"{peer.peak_rss / mib:.0f} MiB",
+                ratio(cw.peak_rss, peer.peak_rss),
+                "<= the peer" + (", <= 400 MB" if big else ""),
+            ),
+            (
+                "steady RSS (end of churn)",
+                f"{cw.steady_rss / mib:.0f} MiB",
+                f"{peer.steady_rss / mib:.0f} MiB",
+                ratio(cw.steady_rss, peer.steady_rss),
+                "",
+            ),
+            (
+                "CPU per 1,000 churn events",
+                f"{cw.cpu_per_1000 * 1000:.0f} ms",
+                f"{peer.cpu_per_1000 * 1000:.0f} ms",
+                ratio(cw.cpu_per_1000, peer.cpu_per_1000),
+                "",
+            ),
+            (
+                "share of a core under churn",
+                f"{cw.core_share:.2f} ({cw.rate:,.0f}/s)",
+                f"{peer.core_share:.2f} ({peer.rate:,.0f}/s)",
+                ratio(cw.core_share, peer.core_share),
+                "< 0.5 at 1,000/s" if big else "",
+            ),
         ]
         for row in rows:
             print("| " + " | ".join(row) + " |")
@@ -939,8 +992,10 @@ def report(results: list[Figures], args: argparse.Namespace) -> bool:
     elif cw or peer:
         for f in (cw, peer):
             if f:
-                print(f"| {f.name}: complete {f.complete:.2f} s, ready {f.ready:.2f} s, peak {f.peak_rss / mib:.0f} MiB, "
-                      f"steady {f.steady_rss / mib:.0f} MiB, {f.cpu_per_1000 * 1000:.0f} ms CPU / 1,000 events | | | |")
+                print(
+                    f"| {f.name}: complete {f.complete:.2f} s, ready {f.ready:.2f} s, peak {f.peak_rss / mib:.0f} MiB, "
+                    f"steady {f.steady_rss / mib:.0f} MiB, {f.cpu_per_1000 * 1000:.0f} ms CPU / 1,000 events | | | |"
+                )
     if cw:
         lat = cw.latency
         print(
@@ -962,15 +1017,21 @@ def report(results: list[Figures], args: argparse.Namespace) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=150_000, help="Pods in the cluster (default: 150,000)")
-    parser.add_argument("--rate", type=float, default=1000, help="Pod status updates a second in the churn (default: 1000)")
+    parser.add_argument(
+        "--rate", type=float, default=1000, help="Pod status updates a second in the churn (default: 1000)"
+    )
     parser.add_argument("--duration", type=float, default=60, help="seconds of churn per subject (default: 60)")
     parser.add_argument("--loops", type=float, default=2, help="crash loops started or ended a second (default: 2)")
     parser.add_argument("--settle", type=float, default=3, help="seconds to wait before and after the churn")
     parser.add_argument("--timeout", type=float, default=300, help="give up on a subject after this long")
-    parser.add_argument("--control-plane", action="store_true", help="the real control plane instead of the bench server")
+    parser.add_argument(
+        "--control-plane", action="store_true", help="the real control plane instead of the bench server"
+    )
     parser.add_argument("--noise-pods", type=int, default=1000, help="control plane: Pods the load generator rewrites")
     parser.add_argument("--load-inflight", type=int, default=32, help="control plane: most load writes unanswered")
-    parser.add_argument("--apiserver-arg", action="append", default=[], help="control plane: an extra kube-apiserver flag")
+    parser.add_argument(
+        "--apiserver-arg", action="append", default=[], help="control plane: an extra kube-apiserver flag"
+    )
     parser.add_argument(
         "--peer-paged-list",
         action="store_true",

@@ -51,7 +51,7 @@ from bench.scale import (
 )
 
 sys.path.insert(0, str(scale.ROOT / "tests"))
-import envtest  # noqa: E402
+import envtest
 
 NAMESPACE = "team-0"
 CANDIDATE = "bench.crashwatch.dev/loop-candidate"
@@ -83,8 +83,13 @@ async def populate(plane: envtest.ControlPlane, pods: int, candidates: set[int],
     base = plane.url
     began = time.perf_counter()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context(plane), limit=32)) as session:
-        await send(session, "POST", f"{base}/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                                  "metadata": {"name": NAMESPACE}}, "application/json")
+        await send(
+            session,
+            "POST",
+            f"{base}/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            "application/json",
+        )
 
         def clean(obj: dict[str, Any]) -> dict[str, Any]:
             meta = obj["metadata"]
@@ -98,8 +103,9 @@ async def populate(plane: envtest.ControlPlane, pods: int, candidates: set[int],
             await send(session, "POST", f"{base}{path}", clean(obj), "application/json")
             if status is not None:
                 name = obj["metadata"]["name"]
-                await send(session, "PATCH", f"{base}{path}/{name}/status", {"status": status},
-                           "application/merge-patch+json")
+                await send(
+                    session, "PATCH", f"{base}{path}/{name}/status", {"status": status}, "application/merge-patch+json"
+                )
 
         async def many(jobs: list[Any]) -> None:
             queue = list(reversed(jobs))
@@ -170,7 +176,9 @@ class Observer:
     def start(self, session: aiohttp.ClientSession) -> None:
         ns = f"/namespaces/{NAMESPACE}"
         self.tasks = [
-            asyncio.create_task(self._watch(session, f"/api/v1{ns}/pods?labelSelector={CANDIDATE}%3Dtrue", self.on_pod)),
+            asyncio.create_task(
+                self._watch(session, f"/api/v1{ns}/pods?labelSelector={CANDIDATE}%3Dtrue", self.on_pod)
+            ),
             asyncio.create_task(self._watch(session, f"/apis/nvidia.com/v1alpha1{ns}/{DCDS}", self.on_dcd)),
         ]
 
@@ -188,9 +196,18 @@ class Load:
 
         c = plane.certs
         self.process = subprocess.Popen(
-            [str(loadgen()), f"--server={plane.url}", f"--ca={c['ca.crt']}", f"--cert={c['admin.crt']}",
-             f"--key={c['admin.key']}", f"--namespace={NAMESPACE}", "--prefix=pod-", f"--pods={pods}",
-             f"--rate={rate}", f"--inflight={inflight}"],
+            [
+                str(loadgen()),
+                f"--server={plane.url}",
+                f"--ca={c['ca.crt']}",
+                f"--cert={c['admin.crt']}",
+                f"--key={c['admin.key']}",
+                f"--namespace={NAMESPACE}",
+                "--prefix=pod-",
+                f"--pods={pods}",
+                f"--rate={rate}",
+                f"--inflight={inflight}",
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -207,8 +224,14 @@ class Load:
         self.process.wait(timeout=30)
 
 
-async def churn(plane: envtest.ControlPlane, session: aiohttp.ClientSession, gen: Generator,
-                args: argparse.Namespace, process: Process, figures: Figures) -> tuple[float, float]:
+async def churn(
+    plane: envtest.ControlPlane,
+    session: aiohttp.ClientSession,
+    gen: Generator,
+    args: argparse.Namespace,
+    process: Process,
+    figures: Figures,
+) -> tuple[float, float]:
     """Load on the noise Pods and crash loops on the candidates for the duration; the window."""
     renderer = Renderer()
     pid = process.process.pid
@@ -260,8 +283,9 @@ async def run_control_plane(args: argparse.Namespace) -> list[Figures]:
     gen.candidates = candidates
     results: list[Figures] = []
     with tempfile.TemporaryDirectory(prefix="crashwatch-scale-") as folder:
-        plane = envtest.ControlPlane(envtest.binaries(), Path(folder), controllers=False,
-                                     apiserver_args=args.apiserver_arg)
+        plane = envtest.ControlPlane(
+            envtest.binaries(), Path(folder), controllers=False, apiserver_args=args.apiserver_arg
+        )
         try:
             plane.start()
             plane.install_crds()
@@ -283,8 +307,13 @@ async def run_control_plane(args: argparse.Namespace) -> list[Figures]:
     return results
 
 
-async def crashwatch_phase(plane: envtest.ControlPlane, session: aiohttp.ClientSession, gen: Generator,
-                           args: argparse.Namespace, observer: Observer) -> Figures:
+async def crashwatch_phase(
+    plane: envtest.ControlPlane,
+    session: aiohttp.ClientSession,
+    gen: Generator,
+    args: argparse.Namespace,
+    observer: Observer,
+) -> Figures:
     figures = Figures("crashwatch")
     port = free_port()
     initial = {loop.component for loop in gen.looping.values()}
@@ -298,6 +327,7 @@ async def crashwatch_phase(plane: envtest.ControlPlane, session: aiohttp.ClientS
             return initial <= {k for k, s, _ in observer.dcd_writes if s == "True"}
 
         await until(first_writes, process, args.timeout, "the initial crash loops' status writes")
+        figures.cpu_to_complete = proc_usage(process.process.pid)[0]
         last = max(at for k, s, at in observer.dcd_writes if k in initial and s == "True")
         figures.complete = max(ready, last) - process.started
         await asyncio.sleep(args.settle)
@@ -311,11 +341,15 @@ async def crashwatch_phase(plane: envtest.ControlPlane, session: aiohttp.ClientS
     figures.checked, figures.lost, figures.repeated = exactly_once(record, writes, lines)
     figures.latency, delivered = beyond_delivery(record, observer)
     figures.notes.append(
-        f"the API server's delivery of the loops' Pod writes to a plain watch: p50 {scale.percentile(delivered, 50):.0f} ms, "
+        "the API server's delivery of the loops' Pod writes to a plain watch: "
+        f"p50 {scale.percentile(delivered, 50):.0f} ms, "
         f"p99 {scale.percentile(delivered, 99):.0f} ms; the latency above is counted from that delivery"
     )
-    own = [float(line.rsplit("(", 1)[1].split()[0]) for line in process.err
-           if line.startswith("crashwatch: wrote DynamoComponentDeployment") and "ms after the event" in line]
+    own = [
+        float(line.rsplit("(", 1)[1].split()[0])
+        for line in process.err
+        if line.startswith("crashwatch: wrote DynamoComponentDeployment") and "ms after the event" in line
+    ]
     if own:
         figures.notes.append(
             f"crashwatch's own count, event received to DCD write answered ({len(own)} writes): "
@@ -341,14 +375,16 @@ def beyond_delivery(record: list[tuple[str, Loop]], observer: Observer) -> tuple
     return beyond, delivered
 
 
-async def peer_phase(plane: envtest.ControlPlane, session: aiohttp.ClientSession, gen: Generator,
-                     args: argparse.Namespace) -> Figures:
+async def peer_phase(
+    plane: envtest.ControlPlane, session: aiohttp.ClientSession, gen: Generator, args: argparse.Namespace
+) -> Figures:
     figures = Figures("peer")
     process = Process([str(args.peer), f"--kubeconfig={plane.kubeconfig}", f"--namespace={NAMESPACE}", "--interval=1s"])
     try:
         await until(lambda: any(b'"synced"' in raw for _, raw in process.out), process, args.timeout, "peer synced")
         synced = json.loads(next(raw for _, raw in process.out if b'"synced"' in raw))
         figures.ready = figures.complete = synced["seconds"]
+        figures.cpu_to_complete = synced["cpu"]
         figures.notes.append(f"{synced['pods']} Pods in its cache")
         await asyncio.sleep(args.settle)
         await churn(plane, session, gen, args, process, figures)

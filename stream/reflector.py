@@ -106,6 +106,7 @@ class Reflector:
         self.resource_version = ""
         # what is known of each object: enough to tell, after a relist, what went away or changed
         self.known: dict[tuple[str, str], tuple[str, str]] = {}
+        self._listing: dict[tuple[str, str], tuple[str, str]] | None = None  # a list under way: what it handed on
         self.lists = 0  # how many LISTs completed (the first, then one per 410)
         self.watches = 0  # how many WATCH requests were opened
         self.events = 0  # how many events were handed on (a relist's derived ones included)
@@ -186,71 +187,92 @@ class Reflector:
 
     # --- LIST ---------------------------------------------------------------------------------------
 
-    async def _list(self) -> tuple[list[tuple[KubeObject, bytes | None]], str]:
-        """Every object, page by page, and the List's resourceVersion; an expired continue token
-        starts the list over."""
+    async def _relist(self) -> None:
+        """List page by page, and hand on each page's difference to what was known as events as it
+        comes; then what went away. Streaming keeps only a page of decoded objects alive at once (150,000
+        Pods held until the last page cost some 400 MB); an expired continue token starts the list over,
+        and what was already handed on is not handed on again."""
         decoder = self.resource.page_decoder(raw=self.tap is not None)
         object_decoder = self.resource.object_decoder() if self.tap is not None else None
         path = self.resource.path(self.namespace)
+        previous = self.known
+        # a list retried after a failed page goes on comparing with what it already handed on
+        fresh = self._listing if self._listing is not None else {}
+        self._listing = fresh
+        time = self.clock()
+        version = ""
+        query = {**self._query(), "limit": str(self.settings.page_size)}
         while True:
-            items: list[tuple[KubeObject, bytes | None]] = []
-            query = {**self._query(), "limit": str(self.settings.page_size)}
-            version = ""
             try:
-                while True:
-                    response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
-                    try:
-                        page = decoder.decode(response.body)
-                        if object_decoder is not None:
-                            items += [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
-                        else:
-                            items += [(obj, None) for obj in page.items]
-                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                        raise _Retry(f"unreadable List page: {exc}") from None
-                    version = version or page.metadata.resource_version
-                    if not page.metadata.continue_:
-                        return items, version
-                    query["continue"] = page.metadata.continue_
+                response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
             except ApiError as exc:
                 try:
                     self._check(exc)
-                except Gone:
-                    continue  # the continue token expired: from the start
-
-    async def _relist(self) -> None:
-        """List, and hand on the difference to what was known as events."""
-        items, version = await self._list()
-        time = self.clock()
+                except Gone:  # the continue token expired: from the start
+                    query.pop("continue", None)
+                    version = ""
+                    continue
+            items: list[tuple[KubeObject, bytes | None]]
+            try:
+                page = decoder.decode(response.body)
+                if object_decoder is not None:
+                    items = [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
+                else:
+                    items = [(obj, None) for obj in page.items]
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise _Retry(f"unreadable List page: {exc}") from None
+            del response
+            version = version or page.metadata.resource_version
+            await self._hand_on_page(items, previous, fresh, time)
+            if not page.metadata.continue_:
+                break
+            query["continue"] = page.metadata.continue_
         events: list[WatchEvent] = []
         records: list[bytes] = []
-        fresh: dict[tuple[str, str], tuple[str, str]] = {}
-        for obj, _ in items:
-            meta = obj.metadata  # type: ignore[union-attr]
-            key = (meta.namespace, meta.name)
-            fresh[key] = (meta.uid, meta.resource_version)
-        for key, (uid, _) in self.known.items():
-            current = fresh.get(key)
-            if current is None or current[0] != uid:
-                tombstone = self.resource.tombstone(key[0], key[1], uid)
-                events.append(WatchEvent("DELETED", tombstone, time))
+        for key, (uid, _) in previous.items():
+            if key not in fresh:
+                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
                 if self.tap is not None:
                     records.append(_encode(events[-1]))
+        self.known = fresh
+        self._listing = None
+        self.resource_version = version
+        self.lists += 1
+        for record in records:
+            self.tap(record)  # type: ignore[misc]
+        if events:
+            await self._hand_on(events)
+
+    async def _hand_on_page(
+        self,
+        items: list[tuple[KubeObject, bytes | None]],
+        previous: dict[tuple[str, str], tuple[str, str]],
+        fresh: dict[tuple[str, str], tuple[str, str]],
+        time: str,
+    ) -> None:
+        """One List page as events: an object replaced under its name (another uid) is DELETED first."""
+        events: list[WatchEvent] = []
+        records: list[bytes] = []
         for obj, raw in items:
             meta = obj.metadata  # type: ignore[union-attr]
-            previous = self.known.get((meta.namespace, meta.name))
+            key = (meta.namespace, meta.name)
+            before = fresh.get(key) or previous.get(key)  # a list started over compares with what it handed on
+            fresh[key] = (meta.uid, meta.resource_version)
             kind: EventType
-            if previous is None or previous[0] != meta.uid:
+            if before is None:
                 kind = "ADDED"
-            elif previous[1] != meta.resource_version:
+            elif before[0] != meta.uid:
+                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], before[0]), time))
+                if self.tap is not None:
+                    records.append(_encode(events[-1]))
+                kind = "ADDED"
+            elif before[1] != meta.resource_version:
                 kind = "MODIFIED"
             else:
                 continue
             events.append(WatchEvent(kind, obj, time))
             if self.tap is not None and raw is not None:
                 records.append(self._record_item(kind, raw, time))
-        self.known = fresh
-        self.resource_version = version
-        self.lists += 1
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:

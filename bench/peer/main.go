@@ -34,7 +34,8 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file")
 	namespace := flag.String("namespace", "", "namespace to watch (default: all)")
 	interval := flag.Duration("interval", time.Second, "time between samples")
-	protobuf := flag.Bool("protobuf", false, "ask for protobuf instead of JSON")
+	contentType := flag.String("content-type", "",
+		"json or protobuf; default: controller-runtime's own choice (protobuf for built-in types, JSON when the server answers JSON)")
 	qps := flag.Float64("qps", 1000, "client-side rate limit (requests/s)")
 	flag.Parse()
 
@@ -45,10 +46,14 @@ func main() {
 	}
 	config.QPS = float32(*qps)
 	config.Burst = int(*qps)
-	if *protobuf {
-		config.ContentType = "application/vnd.kubernetes.protobuf"
-	} else {
+	switch *contentType {
+	case "json":
 		config.ContentType = "application/json"
+	case "protobuf":
+		config.ContentType = "application/vnd.kubernetes.protobuf"
+	case "":
+	default:
+		fail(fmt.Errorf("--content-type: json or protobuf, not %q", *contentType))
 	}
 	// Pods only, so a fixed REST mapping: no discovery requests before the list
 	mapper := meta.NewDefaultRESTMapper(nil)
