@@ -79,6 +79,7 @@ def now_rfc3339() -> str:
 
 
 _encode = msgspec.json.Encoder().encode
+_Held = tuple[WatchEvent, bytes | None]  # a relist's new object and its record, handed on after the deletions
 
 
 class Reflector:
@@ -106,7 +107,8 @@ class Reflector:
         self.resource_version = ""
         # what is known of each object: enough to tell, after a relist, what went away or changed
         self.known: dict[tuple[str, str], tuple[str, str]] = {}
-        self._listing: dict[tuple[str, str], tuple[str, str]] | None = None  # a list under way: what it handed on
+        # a list under way: what it handed on, and the new objects a relist holds back until its end
+        self._listing: tuple[dict[tuple[str, str], tuple[str, str]], list[_Held] | None] | None = None
         self.lists = 0  # how many LISTs completed (the first, then one per 410)
         self.watches = 0  # how many WATCH requests were opened
         self.events = 0  # how many events were handed on (a relist's derived ones included)
@@ -189,16 +191,19 @@ class Reflector:
 
     async def _relist(self) -> None:
         """List page by page, and hand on each page's difference to what was known as events as it
-        comes; then what went away. Streaming keeps only a page of decoded objects alive at once (150,000
-        Pods held until the last page cost some 400 MB); an expired continue token starts the list over,
-        and what was already handed on is not handed on again."""
+        comes: streaming keeps only a page of decoded objects alive at once (150,000 Pods held until the
+        last page cost some 400 MB). A relist (after a 410) hands on what went away before anything new,
+        as the watch would have: its new objects (few: those made while the watch was gone) wait for the
+        last page. An expired continue token starts the list over, and what was already handed on is not
+        handed on again."""
         decoder = self.resource.page_decoder(raw=self.tap is not None)
         object_decoder = self.resource.object_decoder() if self.tap is not None else None
         path = self.resource.path(self.namespace)
         previous = self.known
-        # a list retried after a failed page goes on comparing with what it already handed on
-        fresh = self._listing if self._listing is not None else {}
-        self._listing = fresh
+        # a list retried after a failed page goes on comparing with what it already handed on (or held)
+        if self._listing is None:
+            self._listing = ({}, [] if previous else None)
+        fresh, held = self._listing
         time = self.clock()
         version = ""
         query = {**self._query(), "limit": str(self.settings.page_size)}
@@ -223,7 +228,7 @@ class Reflector:
                 raise _Retry(f"unreadable List page: {exc}") from None
             del response
             version = version or page.metadata.resource_version
-            await self._hand_on_page(items, previous, fresh, time)
+            await self._hand_on_page(items, previous, fresh, time, held)
             if not page.metadata.continue_:
                 break
             query["continue"] = page.metadata.continue_
@@ -234,6 +239,10 @@ class Reflector:
                 events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
                 if self.tap is not None:
                     records.append(_encode(events[-1]))
+        for event, record in held or ():
+            events.append(event)
+            if record is not None:
+                records.append(record)
         self.known = fresh
         self._listing = None
         self.resource_version = version
@@ -249,8 +258,10 @@ class Reflector:
         previous: dict[tuple[str, str], tuple[str, str]],
         fresh: dict[tuple[str, str], tuple[str, str]],
         time: str,
+        held: list[_Held] | None,
     ) -> None:
-        """One List page as events: an object replaced under its name (another uid) is DELETED first."""
+        """One List page as events: an object replaced under its name (another uid) is DELETED first;
+        new objects go to `held` when it is given (a relist)."""
         events: list[WatchEvent] = []
         records: list[bytes] = []
         for obj, raw in items:
@@ -270,9 +281,14 @@ class Reflector:
                 kind = "MODIFIED"
             else:
                 continue
-            events.append(WatchEvent(kind, obj, time))
-            if self.tap is not None and raw is not None:
-                records.append(self._record_item(kind, raw, time))
+            event = WatchEvent(kind, obj, time)
+            record = self._record_item(kind, raw, time) if self.tap is not None and raw is not None else None
+            if kind == "ADDED" and held is not None:
+                held.append((event, record))
+                continue
+            events.append(event)
+            if record is not None:
+                records.append(record)
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:

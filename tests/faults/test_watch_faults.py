@@ -84,6 +84,37 @@ async def test_a_list_in_pages_then_a_watch_from_its_resource_version(api: FakeA
     assert all(e.time is not None for e in out.events)
 
 
+async def test_a_list_hands_on_each_page_as_it_comes_and_a_retry_repeats_none(api: FakeApi, client: KubeClient) -> None:
+    """150,000 Pods held until the last page cost some 400 MB: each page is handed on when it comes. A
+    page that fails starts the list over, and what was handed on already is not handed on again."""
+    for i in range(1203):
+        api.put("pods", healthy(f"p-{i:04d}"))
+    api.fault("list pods", Fault("delay"), Fault("status", status=500))  # the second page fails, once
+    out = Collector()
+    requested: list[int] = []  # how many List requests had been made at each hand-on
+
+    async def emit(events: list[WatchEvent]) -> None:
+        requested.append(len(api.requests_of("GET", "pods", watch=False)))
+        await out.emit(events)
+
+    reflector = Reflector(client, PODS, None, emit, FAST)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(out.events) == 1203)
+        await watching(api, out)
+        tg.cancel_scope.cancel()
+    assert requested == [1, 4, 5]  # page 1 before page 2 was asked for; page 1 again (the retry) handed on nothing
+    assert [r.query.get("continue") for r in api.requests_of("GET", "pods", watch=False)] == [
+        None,
+        "500",
+        None,
+        "500",
+        "1000",
+    ]
+    assert {e.type for e in out.events} == {"ADDED"}
+    assert sorted(e.object.metadata.name for e in out.events) == [f"p-{i:04d}" for i in range(1203)]  # type: ignore[union-attr]
+
+
 async def test_a_dropped_watch_resumes_from_the_last_event_without_loss_or_repeat(
     api: FakeApi, client: KubeClient
 ) -> None:
