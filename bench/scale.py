@@ -902,7 +902,7 @@ async def run_bench_server(args: argparse.Namespace) -> list[Figures]:
                     results.append(await measure_crashwatch(server, args, kubeconfig))
                 else:
                     results.append(await measure_peer(server, args, kubeconfig))
-                print(f"  {subject}: done", file=sys.stderr)
+                print(f"  {subject}: done: {results[-1]}", file=sys.stderr)
             results.append(reader)
     finally:
         await server.stop()

@@ -58,6 +58,7 @@ func main() {
 	// Pods only, so a fixed REST mapping: no discovery requests before the list
 	mapper := meta.NewDefaultRESTMapper(nil)
 	mapper.Add(corev1.SchemeGroupVersion.WithKind("Pod"), meta.RESTScopeNamespace)
+	mapper.Add(corev1.SchemeGroupVersion.WithKind("PodList"), meta.RESTScopeNamespace)
 	options := cache.Options{
 		Mapper:   mapper,
 		ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: transform}},
