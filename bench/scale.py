@@ -797,6 +797,7 @@ async def measure_crashwatch(server: BenchServer, args: argparse.Namespace, kube
     lines = component_lines(process, figures_window[0])
     figures.checked, figures.lost, figures.repeated = exactly_once(churn_record, writes, lines)
     figures.latency = loop_latencies(churn_record, phase_patches)
+    figures.notes += [line for line in process.err if "synced in" in line]
     return figures
 
 

@@ -356,6 +356,7 @@ async def crashwatch_phase(
             f"p50 {scale.percentile(own, 50):.0f} ms, p99 {scale.percentile(own, 99):.0f} ms"
         )
     figures.notes.append(f"churn: {figures.rate:,.0f} Pod writes/s answered (asked {args.rate:,.0f}/s)")
+    figures.notes += [line for line in process.err if "synced in" in line or "watching" in line]
     return figures
 
 

@@ -79,7 +79,7 @@ def now_rfc3339() -> str:
 
 
 _encode = msgspec.json.Encoder().encode
-_Held = tuple[WatchEvent, bytes | None]  # a relist's new object and its record, handed on after the deletions
+_Held = tuple[WatchEvent, bytes | None]  # a relist's new or changed object and its record, after the deletions
 
 
 class Reflector:
@@ -192,10 +192,10 @@ class Reflector:
     async def _relist(self) -> None:
         """List page by page, and hand on each page's difference to what was known as events as it
         comes: streaming keeps only a page of decoded objects alive at once (150,000 Pods held until the
-        last page cost some 400 MB). A relist (after a 410) hands on what went away before anything new,
-        as the watch would have: its new objects (few: those made while the watch was gone) wait for the
-        last page. An expired continue token starts the list over, and what was already handed on is not
-        handed on again."""
+        last page cost some 400 MB). A relist (after a 410) hands on what went away before anything that
+        changed, as the watch would have: its new and changed objects (few: what changed while the watch
+        was gone; the unchanged ones are dropped page by page) wait for the last page. An expired continue
+        token starts the list over, and what was already handed on is not handed on again."""
         decoder = self.resource.page_decoder(raw=self.tap is not None)
         object_decoder = self.resource.object_decoder() if self.tap is not None else None
         path = self.resource.path(self.namespace)
@@ -261,7 +261,7 @@ class Reflector:
         held: list[_Held] | None,
     ) -> None:
         """One List page as events: an object replaced under its name (another uid) is DELETED first;
-        new objects go to `held` when it is given (a relist)."""
+        new and changed objects go to `held` when it is given (a relist)."""
         events: list[WatchEvent] = []
         records: list[bytes] = []
         for obj, raw in items:
@@ -283,7 +283,7 @@ class Reflector:
                 continue
             event = WatchEvent(kind, obj, time)
             record = self._record_item(kind, raw, time) if self.tap is not None and raw is not None else None
-            if kind == "ADDED" and held is not None:
+            if held is not None:
                 held.append((event, record))
                 continue
             events.append(event)
