@@ -107,8 +107,8 @@ class Reflector:
         self.resource_version = ""
         # what is known of each object: enough to tell, after a relist, what went away or changed
         self.known: dict[tuple[str, str], tuple[str, str]] = {}
-        # a list under way: what it handed on, and the new objects a relist holds back until its end
-        self._listing: tuple[dict[tuple[str, str], tuple[str, str]], list[_Held] | None] | None = None
+        # a first list under way: what it handed on, so that one started over repeats none of it
+        self._handed: dict[tuple[str, str], tuple[str, str]] | None = None
         self.lists = 0  # how many LISTs completed (the first, then one per 410)
         self.watches = 0  # how many WATCH requests were opened
         self.events = 0  # how many events were handed on (a relist's derived ones included)
@@ -194,16 +194,17 @@ class Reflector:
         comes: streaming keeps only a page of decoded objects alive at once (150,000 Pods held until the
         last page cost some 400 MB). A relist (after a 410) hands on what went away before anything that
         changed, as the watch would have: its new and changed objects (few: what changed while the watch
-        was gone; the unchanged ones are dropped page by page) wait for the last page. An expired continue
-        token starts the list over, and what was already handed on is not handed on again."""
+        was gone; the unchanged ones are dropped page by page) wait for the last page. A first list that
+        starts over (an expired continue token, a failed page) compares with what it already handed on."""
         decoder = self.resource.page_decoder(raw=self.tap is not None)
         object_decoder = self.resource.object_decoder() if self.tap is not None else None
         path = self.resource.path(self.namespace)
         previous = self.known
-        # a list retried after a failed page goes on comparing with what it already handed on (or held)
-        if self._listing is None:
-            self._listing = ({}, [] if previous else None)
-        fresh, held = self._listing
+        if self._handed is None or previous:
+            self._handed = {}  # a relist hands nothing on before its end: it may simply start over
+        handed = self._handed
+        held: list[_Held] | None = [] if previous else None
+        current: dict[tuple[str, str], tuple[str, str]] = {}
         time = self.clock()
         version = ""
         query = {**self._query(), "limit": str(self.settings.page_size)}
@@ -216,6 +217,9 @@ class Reflector:
                 except Gone:  # the continue token expired: from the start
                     query.pop("continue", None)
                     version = ""
+                    current = {}
+                    if held is not None:
+                        held.clear()
                     continue
             items: list[tuple[KubeObject, bytes | None]]
             try:
@@ -228,23 +232,26 @@ class Reflector:
                 raise _Retry(f"unreadable List page: {exc}") from None
             del response
             version = version or page.metadata.resource_version
-            await self._hand_on_page(items, previous, fresh, time, held)
+            await self._hand_on_page(items, previous, handed, current, time, held)
             if not page.metadata.continue_:
                 break
             query["continue"] = page.metadata.continue_
         events: list[WatchEvent] = []
         records: list[bytes] = []
-        for key, (uid, _) in previous.items():
-            if key not in fresh:
+        for key, (uid, _) in {**previous, **handed}.items():
+            if key not in current:
                 events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
                 if self.tap is not None:
                     records.append(_encode(events[-1]))
-        for event, record in held or ():
-            events.append(event)
-            if record is not None:
-                records.append(record)
-        self.known = fresh
-        self._listing = None
+        # a relist's replaced objects' deletions first too, then what is new or changed
+        for first in (True, False):
+            for event, record in held or ():
+                if (event.type == "DELETED") == first:
+                    events.append(event)
+                    if record is not None:
+                        records.append(record)
+        self.known = current
+        self._handed = None
         self.resource_version = version
         self.lists += 1
         for record in records:
@@ -256,19 +263,20 @@ class Reflector:
         self,
         items: list[tuple[KubeObject, bytes | None]],
         previous: dict[tuple[str, str], tuple[str, str]],
-        fresh: dict[tuple[str, str], tuple[str, str]],
+        handed: dict[tuple[str, str], tuple[str, str]],
+        current: dict[tuple[str, str], tuple[str, str]],
         time: str,
         held: list[_Held] | None,
     ) -> None:
-        """One List page as events: an object replaced under its name (another uid) is DELETED first;
-        new and changed objects go to `held` when it is given (a relist)."""
+        """One List page as events: an object replaced under its name (another uid) is DELETED first.
+        A relist's go to `held`; a first list's are handed on now, and remembered in `handed`."""
         events: list[WatchEvent] = []
         records: list[bytes] = []
         for obj, raw in items:
             meta = obj.metadata  # type: ignore[union-attr]
             key = (meta.namespace, meta.name)
-            before = fresh.get(key) or previous.get(key)  # a list started over compares with what it handed on
-            fresh[key] = (meta.uid, meta.resource_version)
+            before = handed.get(key) or previous.get(key)
+            current[key] = (meta.uid, meta.resource_version)
             kind: EventType
             if before is None:
                 kind = "ADDED"
@@ -281,14 +289,14 @@ class Reflector:
                 kind = "MODIFIED"
             else:
                 continue
-            event = WatchEvent(kind, obj, time)
-            record = self._record_item(kind, raw, time) if self.tap is not None and raw is not None else None
-            if held is not None:
-                held.append((event, record))
-                continue
-            events.append(event)
-            if record is not None:
-                records.append(record)
+            events.append(WatchEvent(kind, obj, time))
+            if self.tap is not None and raw is not None:
+                records.append(self._record_item(kind, raw, time))
+            if held is None:
+                handed[key] = current[key]
+        if held is not None:
+            held += zip(events, records if self.tap is not None else [None] * len(events), strict=True)
+            return
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:

@@ -115,6 +115,32 @@ async def test_a_list_hands_on_each_page_as_it_comes_and_a_retry_repeats_none(ap
     assert sorted(e.object.metadata.name for e in out.events) == [f"p-{i:04d}" for i in range(1203)]  # type: ignore[union-attr]
 
 
+async def test_a_list_started_over_hands_on_what_went_away_meanwhile(api: FakeApi, client: KubeClient) -> None:
+    """The continue token expires after the first page was handed on, and one of its Pods is deleted
+    meanwhile: the list starts over, repeats nothing, and ends with that Pod's deletion."""
+    for i in range(1203):
+        api.put("pods", healthy(f"p-{i:04d}"))
+    api.fault("list pods", Fault("delay"), Fault("status", status=410))
+    out = Collector()
+
+    async def emit(events: list[WatchEvent]) -> None:
+        if not out.events:
+            api.delete("pods", "ns", "p-0001")
+        await out.emit(events)
+
+    reflector = Reflector(client, PODS, None, emit, FAST)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await watching(api, out)
+        tg.cancel_scope.cancel()
+    assert [e.type for e in out.events].count("ADDED") == 1203
+    assert sorted(e.object.metadata.name for e in out.events if e.type == "ADDED") == [  # type: ignore[union-attr]
+        f"p-{i:04d}" for i in range(1203)
+    ]
+    assert out.seen()[-1][:2] == ("DELETED", "p-0001")
+    assert ("ns", "p-0001") not in reflector.known and len(reflector.known) == 1202
+
+
 async def test_a_dropped_watch_resumes_from_the_last_event_without_loss_or_repeat(
     api: FakeApi, client: KubeClient
 ) -> None:
