@@ -92,6 +92,7 @@ def now_rfc3339() -> str:
 
 
 _encode = msgspec.json.Encoder().encode
+_Held = tuple[WatchEvent, bytes | None]  # a relist's new or changed object and its record, after the deletions
 
 
 class Reflector:
@@ -123,6 +124,8 @@ class Reflector:
         self.resource_version = ""
         # what is known of each object: enough to tell, after a relist, what went away or changed
         self.known: dict[tuple[str, str], tuple[str, str]] = {}
+        # a first list under way: what it handed on, so that one started over repeats none of it
+        self._handed: dict[tuple[str, str], tuple[str, str]] | None = None
         self.lists = 0  # how many LISTs completed (the first, then one per 410)
         self.watches = 0  # how many WATCH requests were opened
         self.events = 0  # how many events were handed on (a relist's derived ones included)
@@ -179,13 +182,16 @@ class Reflector:
 
     async def forget(self, namespace: str) -> None:
         """A namespace is no longer kept: what is held of it goes, handed on as DELETED events."""
-        gone = [(key, uid) for key, (uid, _) in self.known.items() if key[0] == namespace]
+        # what a first list still under way has handed on counts too (it becomes `known` at its end)
+        held = self._handed if self._handed is not None and not self.known else {}
+        gone = [(key, uid) for key, (uid, _) in {**self.known, **held}.items() if key[0] == namespace]
         if not gone:
             return
         time = self.clock()
         events = []
         for key, uid in gone:
-            del self.known[key]
+            self.known.pop(key, None)
+            held.pop(key, None)
             events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
             if self.tap is not None:
                 self.tap(_encode(events[-1]))
@@ -234,82 +240,128 @@ class Reflector:
 
     # --- LIST ---------------------------------------------------------------------------------------
 
-    async def _list(self) -> tuple[list[tuple[KubeObject, bytes | None]], str]:
-        """Every object, page by page, and the List's resourceVersion; an expired continue token
-        starts the list over."""
+    async def _relist(self) -> None:
+        """List page by page, and hand on each page's difference to what was known as events as it
+        comes: streaming keeps only a page of decoded objects alive at once (150,000 Pods held until the
+        last page cost some 400 MB). A relist (after a 410) hands on what went away before anything that
+        changed, as the watch would have: its new and changed objects (few: what changed while the watch
+        was gone; the unchanged ones are dropped page by page) wait for the last page. A first list that
+        starts over (an expired continue token, a failed page) compares with what it already handed on."""
         decoder = self.resource.page_decoder(raw=self.tap is not None)
         object_decoder = self.resource.object_decoder() if self.tap is not None else None
         path = self.resource.path(self.namespace)
+        previous = self.known
+        if self._handed is None or previous:
+            self._handed = {}  # a relist hands nothing on before its end: it may simply start over
+        handed = self._handed
+        held: list[_Held] | None = [] if previous else None
+        current: dict[tuple[str, str], tuple[str, str]] = {}
+        time = self.clock()
+        version = ""
+        query = {**self._query(), "limit": str(self.settings.page_size)}
         while True:
-            items: list[tuple[KubeObject, bytes | None]] = []
-            query = {**self._query(), "limit": str(self.settings.page_size)}
-            version = ""
             try:
-                while True:
-                    response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
-                    try:
-                        page = decoder.decode(response.body)
-                        if object_decoder is not None:
-                            got: list[tuple[KubeObject, bytes | None]] = [
-                                (object_decoder.decode(raw), bytes(raw)) for raw in page.items
-                            ]
-                        else:
-                            got = [(obj, None) for obj in page.items]
-                        # another shard's objects are dropped page by page: a List holds ours alone
-                        items += got if self.keep is None else self._kept(got)
-                    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                        raise _Retry(f"unreadable List page: {exc}") from None
-                    version = version or page.metadata.resource_version
-                    if not page.metadata.continue_:
-                        return items, version
-                    query["continue"] = page.metadata.continue_
+                response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
             except ApiError as exc:
                 try:
                     self._check(exc)
-                except Gone:
-                    continue  # the continue token expired: from the start
+                except Gone:  # the continue token expired: from the start
+                    query.pop("continue", None)
+                    version = ""
+                    current = {}
+                    if held is not None:
+                        held.clear()
+                    continue
+            items: list[tuple[KubeObject, bytes | None]]
+            try:
+                page = decoder.decode(response.body)
+                if object_decoder is not None:
+                    items = [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
+                else:
+                    items = [(obj, None) for obj in page.items]
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise _Retry(f"unreadable List page: {exc}") from None
+            del response
+            if self.keep is not None:  # another shard's objects are dropped page by page, never held
+                items = self._kept(items)
+            version = version or page.metadata.resource_version
+            await self._hand_on_page(items, previous, handed, current, time, held)
+            if not page.metadata.continue_:
+                break
+            query["continue"] = page.metadata.continue_
+        if self.keep is not None:
+            # the namespaces kept may have changed while the pages came: what is no longer kept is not
+            # current, so what of it was handed on goes below as DELETED, and a relist's held events of it go
+            keep = self.keep
+            current = {key: value for key, value in current.items() if keep(key[0])}
+            if held is not None:
+                held = [item for item in held if keep(item[0].object.metadata.namespace)]  # type: ignore[union-attr]
+        events: list[WatchEvent] = []
+        records: list[bytes] = []
+        for key, (uid, _) in {**previous, **handed}.items():
+            if key not in current:
+                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
+                if self.tap is not None:
+                    records.append(_encode(events[-1]))
+        # a relist's replaced objects' deletions first too, then what is new or changed
+        for first in (True, False):
+            for event, record in held or ():
+                if (event.type == "DELETED") == first:
+                    events.append(event)
+                    if record is not None:
+                        records.append(record)
+        self.known = current
+        self._handed = None
+        self.resource_version = version
+        self.lists += 1
+        for record in records:
+            self.tap(record)  # type: ignore[misc]
+        if events:
+            await self._hand_on(events)
 
     def _kept(self, items: list[tuple[KubeObject, bytes | None]]) -> list[tuple[KubeObject, bytes | None]]:
         keep = self.keep
         assert keep is not None
         return [item for item in items if keep(item[0].metadata.namespace)]  # type: ignore[union-attr]
 
-    async def _relist(self) -> None:
-        """List, and hand on the difference to what was known as events."""
-        items, version = await self._list()
-        if self.keep is not None:  # again: the namespaces kept may have changed while the pages came
-            items = self._kept(items)
-        time = self.clock()
+    async def _hand_on_page(
+        self,
+        items: list[tuple[KubeObject, bytes | None]],
+        previous: dict[tuple[str, str], tuple[str, str]],
+        handed: dict[tuple[str, str], tuple[str, str]],
+        current: dict[tuple[str, str], tuple[str, str]],
+        time: str,
+        held: list[_Held] | None,
+    ) -> None:
+        """One List page as events: an object replaced under its name (another uid) is DELETED first.
+        A relist's go to `held`; a first list's are handed on now, and remembered in `handed`."""
         events: list[WatchEvent] = []
         records: list[bytes] = []
-        fresh: dict[tuple[str, str], tuple[str, str]] = {}
-        for obj, _ in items:
-            meta = obj.metadata  # type: ignore[union-attr]
-            key = (meta.namespace, meta.name)
-            fresh[key] = (meta.uid, meta.resource_version)
-        for key, (uid, _) in self.known.items():
-            current = fresh.get(key)
-            if current is None or current[0] != uid:
-                tombstone = self.resource.tombstone(key[0], key[1], uid)
-                events.append(WatchEvent("DELETED", tombstone, time))
-                if self.tap is not None:
-                    records.append(_encode(events[-1]))
         for obj, raw in items:
             meta = obj.metadata  # type: ignore[union-attr]
-            previous = self.known.get((meta.namespace, meta.name))
+            key = (meta.namespace, meta.name)
+            before = handed.get(key) or previous.get(key)
+            current[key] = (meta.uid, meta.resource_version)
             kind: EventType
-            if previous is None or previous[0] != meta.uid:
+            if before is None:
                 kind = "ADDED"
-            elif previous[1] != meta.resource_version:
+            elif before[0] != meta.uid:
+                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], before[0]), time))
+                if self.tap is not None:
+                    records.append(_encode(events[-1]))
+                kind = "ADDED"
+            elif before[1] != meta.resource_version:
                 kind = "MODIFIED"
             else:
                 continue
             events.append(WatchEvent(kind, obj, time))
             if self.tap is not None and raw is not None:
                 records.append(self._record_item(kind, raw, time))
-        self.known = fresh
-        self.resource_version = version
-        self.lists += 1
+            if held is None:
+                handed[key] = current[key]
+        if held is not None:
+            held += zip(events, records if self.tap is not None else [None] * len(events), strict=True)
+            return
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:

@@ -15,6 +15,7 @@ from collector import Collector
 from fakeapi import FakeApi, Fault, crashing, healthy
 
 from stream.client import KubeClient
+from stream.events import WatchEvent
 from stream.reflector import Fatal, Reflector, WatchSettings
 from stream.resources import PODS, discover_dynamo
 
@@ -64,6 +65,63 @@ async def test_a_list_in_pages_then_a_watch_from_its_resource_version(api: FakeA
     assert {e.type for e in out.events[:1203]} == {"ADDED"}
     assert out.seen()[-1] == ("MODIFIED", "p-0007", str(api.version))
     assert all(e.time is not None for e in out.events)
+
+
+async def test_a_list_hands_on_each_page_as_it_comes_and_a_retry_repeats_none(api: FakeApi, client: KubeClient) -> None:
+    """150,000 Pods held until the last page cost some 400 MB: each page is handed on when it comes. A
+    page that fails starts the list over, and what was handed on already is not handed on again."""
+    for i in range(1203):
+        api.put("pods", healthy(f"p-{i:04d}"))
+    api.fault("list pods", Fault("delay"), Fault("status", status=500))  # the second page fails, once
+    out = Collector()
+    requested: list[int] = []  # how many List requests had been made at each hand-on
+
+    async def emit(events: list[WatchEvent]) -> None:
+        requested.append(len(api.requests_of("GET", "pods", watch=False)))
+        await out.emit(events)
+
+    reflector = Reflector(client, PODS, None, emit, FAST)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await out.wait_for(lambda: len(out.events) == 1203)
+        await watching(api, out)
+        tg.cancel_scope.cancel()
+    assert requested == [1, 4, 5]  # page 1 before page 2 was asked for; page 1 again (the retry) handed on nothing
+    assert [r.query.get("continue") for r in api.requests_of("GET", "pods", watch=False)] == [
+        None,
+        "500",
+        None,
+        "500",
+        "1000",
+    ]
+    assert {e.type for e in out.events} == {"ADDED"}
+    assert sorted(e.object.metadata.name for e in out.events) == [f"p-{i:04d}" for i in range(1203)]  # type: ignore[union-attr]
+
+
+async def test_a_list_started_over_hands_on_what_went_away_meanwhile(api: FakeApi, client: KubeClient) -> None:
+    """The continue token expires after the first page was handed on, and one of its Pods is deleted
+    meanwhile: the list starts over, repeats nothing, and ends with that Pod's deletion."""
+    for i in range(1203):
+        api.put("pods", healthy(f"p-{i:04d}"))
+    api.fault("list pods", Fault("delay"), Fault("status", status=410))
+    out = Collector()
+
+    async def emit(events: list[WatchEvent]) -> None:
+        if not out.events:
+            api.delete("pods", "ns", "p-0001")
+        await out.emit(events)
+
+    reflector = Reflector(client, PODS, None, emit, FAST)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await watching(api, out)
+        tg.cancel_scope.cancel()
+    assert [e.type for e in out.events].count("ADDED") == 1203
+    assert sorted(e.object.metadata.name for e in out.events if e.type == "ADDED") == [  # type: ignore[union-attr]
+        f"p-{i:04d}" for i in range(1203)
+    ]
+    assert out.seen()[-1][:2] == ("DELETED", "p-0001")
+    assert ("ns", "p-0001") not in reflector.known and len(reflector.known) == 1202
 
 
 async def test_a_dropped_watch_resumes_from_the_last_event_without_loss_or_repeat(
