@@ -66,6 +66,8 @@ sys.path.insert(0, str(ROOT))
 
 from builders import dcd, deployment, dgd, set_crashing, set_running, worker_pod  # noqa: E402
 
+from bench.latency import proc_usage  # noqa: E402
+
 encode = msgspec.json.Encoder().encode
 V = "nvidia.com/v1alpha1"
 GROUP = "nvidia.com"
@@ -559,19 +561,6 @@ def write_kubeconfig(folder: Path, url: str) -> Path:
 
 
 # --- the subjects ------------------------------------------------------------------------------------
-
-
-def proc_usage(pid: int) -> tuple[float, int, int]:
-    """CPU seconds (user+system), resident and peak resident bytes of a process."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    rss = hwm = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1]) * 1024
-        elif line.startswith("VmHWM:"):
-            hwm = int(line.split()[1]) * 1024
-    return cpu, rss, hwm
 
 
 class Process:
