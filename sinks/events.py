@@ -45,7 +45,7 @@ from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import Output, StatusWanted
 from pipeline.status import STALLED
-from stream.client import ApiError, Backoff, KubeClient
+from stream.client import ApiError, Backoff, KubeClient, TokenBucket
 from stream.messages import About, Logger, logger
 
 CONTROLLER = "crashwatch"
@@ -134,24 +134,6 @@ def micro_time(wall: float) -> str:
     """A Unix time as a Kubernetes MicroTime (RFC 3339, UTC, microseconds)."""
     seconds = int(wall)
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((wall - seconds) * 1e6):06d}Z"
-
-
-class TokenBucket:
-    """`rate` tokens a second, at most `burst` saved up; `take` says how long to wait for the next one.
-    Time is handed in, so it is tested with a fake clock."""
-
-    def __init__(self, rate: float, burst: int, now: float) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.tokens = float(burst)
-        self.last = now
-
-    def take(self, now: float) -> float:
-        """Take a token; the seconds until it is really there (0: at once)."""
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        self.tokens -= 1
-        return max(0.0, -self.tokens / self.rate)
 
 
 Key = tuple[str, str, str, str, str, str]  # regarding kind, namespace, name, uid; reason; action

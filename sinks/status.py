@@ -31,7 +31,7 @@ from anyio.abc import ObjectReceiveStream
 from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
-from stream.client import ApiError, Backoff, KubeClient
+from stream.client import ApiError, Backoff, KubeClient, TokenBucket
 from stream.messages import About, logger
 from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
 from stream.resources import Resource, dynamo_resources
@@ -49,24 +49,6 @@ class PatchSettings:
     reassert_initial: float = 1.0  # the first rewrite of an overwritten status waits this long...
     reassert_max: float = 300.0  # ...doubling up to this
     retry_max: float = 30.0
-
-
-class TokenBucket:
-    """`rate` writes a second on average, `burst` at once; a caller past the budget waits its turn."""
-
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = float(burst)
-        self.tokens = float(burst)
-        self.last = anyio.current_time()
-
-    async def acquire(self) -> None:
-        now = anyio.current_time()
-        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
-        self.last = now
-        self.tokens -= 1
-        if self.tokens < 0:
-            await anyio.sleep(-self.tokens / self.rate)
 
 
 @dataclass
@@ -124,7 +106,7 @@ class StatusPatcher:
         self.clock = clock or _now
         self.stats = PatchStats()
         self._objects: dict[tuple[str, str, str], _WriteState] = {}
-        self._bucket = TokenBucket(self.settings.qps, self.settings.burst)
+        self._bucket = TokenBucket(self.settings.qps, self.settings.burst, anyio.current_time())
         self._requests = anyio.CapacityLimiter(self.settings.concurrency)
         self._closing = False
 
@@ -200,7 +182,9 @@ class StatusPatcher:
             if entry.wrote_to and current.resource_version == entry.wrote_on:
                 current = msgspec.structs.replace(current, resource_version=entry.wrote_to)
             body = _encode(_patch(current))
-            await self._bucket.acquire()
+            paced = self._bucket.take(anyio.current_time())  # --qps and --burst
+            if paced > 0:
+                await anyio.sleep(paced)
             try:
                 async with self._requests:
                     if not self.is_leader():  # asked as late as can be: a lost lease stops writes at once

@@ -59,6 +59,25 @@ class Response:
     body: bytes
 
 
+class TokenBucket:
+    """Client-side rate limiting, as client-go's token bucket: `rate` requests a second on average,
+    `burst` at once. `take` says how long to wait for the next token; time is handed in, so one bucket
+    serves the status writes (anyio's clock) and the Events (a clock tests can fake)."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = rate
+        self.burst = float(burst)
+        self.tokens = float(burst)
+        self.last = now
+
+    def take(self, now: float) -> float:
+        """Take a token; the seconds until it is really there (0: at once)."""
+        self.tokens = min(self.burst, self.tokens + (now - self.last) * self.rate)
+        self.last = now
+        self.tokens -= 1
+        return max(0.0, -self.tokens / self.rate)
+
+
 class Backoff:
     """The one retry schedule: exponential with full jitter (many watchers restarting at once do not
     retry in step), and never sooner than the server asked with Retry-After."""

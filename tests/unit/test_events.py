@@ -20,12 +20,12 @@ from sinks.events import (
     Folder,
     Occurrence,
     Regarding,
-    TokenBucket,
     event_name,
     micro_time,
     note,
     occurrences,
 )
+from stream.client import TokenBucket
 from stream.messages import About
 
 DCD = "DynamoComponentDeployment"
