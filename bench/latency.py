@@ -81,7 +81,15 @@ class Load:
     """Status writes of the unrelated Pods at a steady rate, from a separate process that costs the API
     server little CPU; it prints the writes answered so far once a second."""
 
-    def __init__(self, plane: envtest.ControlPlane, namespace: str, rate: float, inflight: int) -> None:
+    def __init__(
+        self,
+        plane: envtest.ControlPlane,
+        namespace: str,
+        rate: float,
+        inflight: int,
+        pods: int = NOISE_PODS,
+        prefix: str = "noise-",
+    ) -> None:
         c = plane.certs
         self.process = subprocess.Popen(
             [
@@ -91,7 +99,8 @@ class Load:
                 f"--cert={c['admin.crt']}",
                 f"--key={c['admin.key']}",
                 f"--namespace={namespace}",
-                f"--pods={NOISE_PODS}",
+                f"--prefix={prefix}",
+                f"--pods={pods}",
                 f"--rate={rate}",
                 f"--inflight={inflight}",
             ],

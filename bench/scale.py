@@ -844,6 +844,16 @@ async def churn_phase(server: BenchServer, args: argparse.Namespace, process: Pr
     figures.peak_rss = hwm
 
 
+async def peer_synced(process: Process, args: argparse.Namespace, figures: Figures) -> None:
+    """Until the peer says its cache synced: its time and CPU to that, then the settling pause."""
+    await until(lambda: any(b'"synced"' in raw for _, raw in process.out), process, args.timeout, "peer synced")
+    synced = json.loads(next(raw for _, raw in process.out if b'"synced"' in raw))
+    figures.ready = figures.complete = synced["seconds"]
+    figures.cpu_to_complete = synced["cpu"]
+    figures.notes.append(f"{synced['pods']} Pods in its cache")
+    await asyncio.sleep(args.settle)
+
+
 async def measure_peer(server: BenchServer, args: argparse.Namespace, kubeconfig: Path) -> Figures:
     figures = Figures("peer")
     process = Process(
@@ -852,12 +862,7 @@ async def measure_peer(server: BenchServer, args: argparse.Namespace, kubeconfig
         env={"KUBE_FEATURE_WatchListClient": "false" if args.peer_paged_list else "true"},
     )
     try:
-        await until(lambda: any(b'"synced"' in raw for _, raw in process.out), process, args.timeout, "peer synced")
-        synced = json.loads(next(raw for _, raw in process.out if b'"synced"' in raw))
-        figures.ready = figures.complete = synced["seconds"]
-        figures.cpu_to_complete = synced["cpu"]
-        figures.notes.append(f"{synced['pods']} Pods in its cache")
-        await asyncio.sleep(args.settle)
+        await peer_synced(process, args, figures)
         await churn_phase(server, args, process, figures)
     finally:
         process.stop()

@@ -18,7 +18,6 @@ import json
 import ssl
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from typing import Any
 import aiohttp
 
 import bench.scale as scale
-from bench.latency import loadgen
+from bench.latency import Load, proc_usage
 from bench.scale import (
     DCDS,
     DGDS,
@@ -44,7 +43,6 @@ from bench.scale import (
     graph_objects,
     place,
     pod_name,
-    proc_usage,
     ready_at,
     stalled,
     until,
@@ -191,40 +189,6 @@ class Observer:
                 await task
 
 
-class Load:
-    def __init__(self, plane: envtest.ControlPlane, pods: int, rate: float, inflight: int) -> None:
-        import subprocess
-
-        c = plane.certs
-        self.process = subprocess.Popen(
-            [
-                str(loadgen()),
-                f"--server={plane.url}",
-                f"--ca={c['ca.crt']}",
-                f"--cert={c['admin.crt']}",
-                f"--key={c['admin.key']}",
-                f"--namespace={NAMESPACE}",
-                "--prefix=pod-",
-                f"--pods={pods}",
-                f"--rate={rate}",
-                f"--inflight={inflight}",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        self.answered = 0
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.answered = int(line.split()[0])
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=30)
-
-
 async def churn(
     plane: envtest.ControlPlane,
     session: aiohttp.ClientSession,
@@ -237,7 +201,7 @@ async def churn(
     renderer = Renderer()
     pid = process.process.pid
     cpu0, _, _ = proc_usage(pid)
-    load = Load(plane, args.noise_pods, args.rate, args.load_inflight)
+    load = Load(plane, NAMESPACE, args.rate, args.load_inflight, pods=args.noise_pods, prefix="pod-")
     began = time.perf_counter()
     writes = 0
     try:
@@ -382,12 +346,7 @@ async def peer_phase(
     figures = Figures("peer")
     process = Process([str(args.peer), f"--kubeconfig={plane.kubeconfig}", f"--namespace={NAMESPACE}", "--interval=1s"])
     try:
-        await until(lambda: any(b'"synced"' in raw for _, raw in process.out), process, args.timeout, "peer synced")
-        synced = json.loads(next(raw for _, raw in process.out if b'"synced"' in raw))
-        figures.ready = figures.complete = synced["seconds"]
-        figures.cpu_to_complete = synced["cpu"]
-        figures.notes.append(f"{synced['pods']} Pods in its cache")
-        await asyncio.sleep(args.settle)
+        await scale.peer_synced(process, args, figures)
         await churn(plane, session, gen, args, process, figures)
     finally:
         process.stop()
