@@ -23,15 +23,17 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pytest
 import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 from kube import Kube
+
+if TYPE_CHECKING:
+    import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "scripts" / "build-controlplane"
@@ -416,7 +418,8 @@ ENABLE = "install Go >= 1.26 (the control plane is built from the Go module prox
 
 def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane, up until the generator is closed: for the session's fixture, and for a module that
-    needs one of its own."""
+    needs one of its own. (pytest is imported here: the benchmarks use this module without it.)"""
+    import pytest
     try:
         found = binaries()
     except ControlPlaneUnavailable as exc:
