@@ -37,7 +37,7 @@ from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, ViewStore, selector_matches
 from stream.events import WatchEvent
-from stream.objects import Pod
+from stream.objects import Pod, read_labels
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
@@ -691,7 +691,9 @@ def lookup_times(unrelated: int) -> tuple[float, float, float]:
         return list(a.deployments_selecting(target))
 
     def scan() -> list[Any]:
-        return [v for v in pods.values() if v.namespace == "team-0" and selector_matches(selector, v.labels)]
+        return [
+            v for v in pods.values() if v.namespace == "team-0" and selector_matches(selector, read_labels(v.labels))
+        ]
 
     assert len(by_component()) == len(scan()) == 5 and len(by_deployment()) == 1
 

@@ -42,6 +42,7 @@ from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, Synced, pipeline_stage
+from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
@@ -53,6 +54,7 @@ from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
 from stream.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.events import BadRecord
 from stream.messages import Level, Logger
 from stream.namespaces import SelectedNamespaces
 from stream.record import Recorder
@@ -319,7 +321,12 @@ async def _watch(
             pipeline = Pipeline(
                 clock=now_rfc3339, synced=False, readiness=judge is not None, group_window=options.group_window
             )
-            tg.start_soon(pipeline_stage, receive_events, sinks, pipeline)
+
+            def report(problem: BadRecord | Rejected) -> bool:
+                log(f"a watch event skipped: {problem}", "warning")
+                return True
+
+            tg.start_soon(pipeline_stage, receive_events, sinks, pipeline, report)
 
             reflectors = [
                 Reflector(

@@ -34,13 +34,14 @@ from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
+from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
-from stream.events import BadRecord, ReducedPod, WatchEvent
+from stream.events import BadRecord, WatchEvent
 from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
 from stream.messages import Level
 from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
@@ -140,35 +141,16 @@ async def _deliver(
     source: LogSource,
     batch: list[Item] | list[WatchEvent | BadRecord],
     send: ObjectSendStream[Events],
-    log: StderrLogger,
-    strict: bool,
     outcome: _Outcome,
     progress: _Progress,
 ) -> bool:
-    """Pass a batch's events on and report its bad records; False when --strict says stop."""
-    if BadRecord not in map(type, batch):  # the usual batch, checked without a Python-level loop
-        if batch:
-            progress.add(source.name, len(batch))
-            await send.send(cast(list[WatchEvent | ReducedPod], batch))
-        return True
-    events: list[WatchEvent | ReducedPod] = []
-    for entry in batch:
-        if isinstance(entry, BadRecord):
-            if events:
-                progress.add(source.name, len(events))
-                await send.send(events)
-                events = []
-            outcome.bad += 1
-            progress.clear()
-            log(str(entry), "warning")
-            if strict:
-                outcome.stopped = True
-                return False
-        else:
-            events.append(entry)
-    if events:
-        progress.add(source.name, len(events))
-        await send.send(events)
+    """Pass a batch on, its bad records where they are (the pipeline stage reports them, in order with
+    what the pipeline cannot read); False once --strict said stop."""
+    if outcome.stopped:
+        return False
+    if batch:
+        progress.add(source.name, len(batch))
+        await send.send(batch)  # type: ignore[arg-type]
     return True
 
 
@@ -180,7 +162,6 @@ async def _read_logs(
     outcome: _Outcome,
     progress: _Progress,
 ) -> None:
-    strict = options.strict
     if not any(source.live for source in sources):
         # regular files never block for long: read them in the loop, with no thread to share the GIL with;
         # large JSON-lines files are decoded by worker processes
@@ -194,11 +175,11 @@ async def _read_logs(
                             with mapped:
                                 async with aclosing(parallel.read(source, mapped)) as read:
                                     async for items in read:
-                                        if not await _deliver(source, items, send, log, strict, outcome, progress):
+                                        if not await _deliver(source, items, send, outcome, progress):
                                             return
                             continue
                         for batch in read_log(source):
-                            if not await _deliver(source, batch, send, log, strict, outcome, progress):
+                            if not await _deliver(source, batch, send, outcome, progress):
                                 return
                     finally:
                         source.close()
@@ -225,7 +206,7 @@ async def _read_logs(
                 if isinstance(item, BaseException):
                     raise item
                 source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
-                if not await _deliver(source, batch, send, log, strict, outcome, progress):
+                if not await _deliver(source, batch, send, outcome, progress):
                     return
     finally:
         stop.set()
@@ -256,8 +237,17 @@ async def replay(
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_logs, sources, send_events, log, options, outcome, progress)
-        pipeline = Pipeline(clock=clock, group_window=options.group_window)
-        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline)
+        pipeline = Pipeline(clock=clock, group_window=options.group_window, strict=options.strict)
+
+        def report(problem: BadRecord | Rejected) -> bool:
+            # with --strict, the reader (ahead of the pipeline) stops at its next batch
+            outcome.bad += 1
+            progress.clear()
+            log(str(problem) if isinstance(problem, BadRecord) else f"{problem} (event skipped)", "warning")
+            outcome.stopped = options.strict
+            return not options.strict
+
+        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline, report)
         tg.start_soon(print_lines, receive_out, out, render)
     progress.clear()
     if outcome.stopped:

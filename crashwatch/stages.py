@@ -8,14 +8,15 @@ item to one receiver only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 
+from pipeline.filter import Rejected
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
-from stream.events import ReducedPod, WatchEvent
+from stream.events import BadRecord, ReducedPod, WatchEvent
 
 
 class Synced(msgspec.Struct, frozen=True, gc=False):
@@ -25,23 +26,61 @@ class Synced(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-Events = list[WatchEvent | ReducedPod] | list[Synced]
+Events = list[WatchEvent | ReducedPod | BadRecord] | list[Synced]
+# Told of each record a source could not read and each event the pipeline could not, in the order of the
+# input; False: look at nothing more (--strict)
+Report = Callable[[BadRecord | Rejected], bool]
 
 
 async def pipeline_stage(
     receive: ObjectReceiveStream[Events],
     sends: Sequence[ObjectSendStream[list[Output]]],
     pipeline: Pipeline,
+    report: Report,
 ) -> None:
-    feed = pipeline.feed
+    """A source's bad records travel in its batches, where they were, so that they are reported in
+    order with what the pipeline itself cannot read. After `report` says stop, batches are received
+    and dropped until the source closes the stream."""
+    stopped = False
     try:
         async with receive:
             async for batch in receive:
-                synced = batch and type(batch[0]) is Synced
-                outputs = pipeline.sync(batch[0].time) if synced else feed(batch)  # type: ignore[arg-type]
+                if stopped or not batch:
+                    continue
+                if type(batch[0]) is Synced:
+                    outputs = pipeline.sync(batch[0].time)
+                else:
+                    outputs, stopped = _feed(pipeline, batch, report)  # type: ignore[arg-type]
                 if outputs:
                     for send in sends:
                         await send.send(outputs)
     finally:
         for send in sends:
             await send.aclose()
+
+
+def _feed(
+    pipeline: Pipeline, batch: list[WatchEvent | ReducedPod | BadRecord], report: Report
+) -> tuple[list[Output], bool]:
+    """The batch's outputs, and whether to stop."""
+    if BadRecord not in map(type, batch):  # the usual batch, checked without a Python-level loop
+        return pipeline.feed(batch), _reported(pipeline, report)  # type: ignore[arg-type]
+    outputs: list[Output] = []
+    start = 0
+    for index, item in enumerate(batch):
+        if type(item) is BadRecord:
+            outputs += pipeline.feed(batch[start:index])  # type: ignore[arg-type]
+            start = index + 1
+            if _reported(pipeline, report) or not report(item):
+                return outputs, True
+    outputs += pipeline.feed(batch[start:])  # type: ignore[arg-type]
+    return outputs, _reported(pipeline, report)
+
+
+def _reported(pipeline: Pipeline, report: Report) -> bool:
+    """Report what the pipeline rejected; whether to stop."""
+    stop = False
+    for rejected in pipeline.rejected:
+        stop = stop or not report(rejected)
+    pipeline.rejected.clear()
+    return stop

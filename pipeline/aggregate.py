@@ -52,10 +52,9 @@ from pipeline.views import (
     PodView,
     StatusView,
     ViewStore,
-    label_pairs,
     selector_matches,
 )
-from stream.objects import Condition
+from stream.objects import Condition, read_labels
 
 K = TypeVar("K", bound=Hashable)
 M = TypeVar("M", bound=Hashable)
@@ -173,11 +172,12 @@ class Aggregator:
     def deployments_selecting(self, pod: PodView) -> Iterator[DeploymentView]:
         """Deployments whose selector matches the Pod, through the anchor index: no scan of Deployments."""
         candidates = set(self._deployment_unanchored.get(pod.namespace))
-        for key, value in label_pairs(pod.labels):
+        labels = read_labels(pod.labels)  # read when asked: a held Pod's labels were read once already
+        for key, value in labels.items():
             candidates |= self._deployment_anchor.get((pod.namespace, key, value))
         for dkey in sorted(candidates):
             deployment = self.deployments[dkey]
-            if deployment.selector is not None and selector_matches(deployment.selector, pod.labels):
+            if deployment.selector is not None and selector_matches(deployment.selector, labels):
                 yield deployment
 
     # --- the entry points ---------------------------------------------------------------------------

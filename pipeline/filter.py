@@ -29,13 +29,12 @@ from pipeline.views import (
     View,
     ViewStore,
     decode_view,
-    intern_labels,
     pod_view,
 )
 from stream.events import ReducedPod, WatchEvent, pod_key
-from stream.objects import Pod
+from stream.objects import LabelsProblem, Pod
 
-__all__ = ["EventFilter", "ObjectKey", "ObjectUpdate"]
+__all__ = ["EventFilter", "ObjectKey", "ObjectUpdate", "Rejected"]
 
 
 class ObjectUpdate(msgspec.Struct, frozen=True, gc=False):
@@ -47,6 +46,20 @@ class ObjectUpdate(msgspec.Struct, frozen=True, gc=False):
     view: View
     time: str | None
     previous: View | None
+
+
+class Rejected(msgspec.Struct, frozen=True, gc=False):
+    """An event whose object cannot be read as its kind must be (a Pod whose labels are not a map of
+    strings): skipped, and what was held for that object before is kept."""
+
+    time: str | None
+    kind: str
+    namespace: str
+    name: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}: {self.problem}"
 
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
@@ -103,7 +116,7 @@ class EventFilter:
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
         self._others = self.store.by_type
-        self._labels: _ValuePool[Labels] = _ValuePool(intern_labels)
+        self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
         # the aggregator's answer to "can a readiness flip of a Pod of this LeaderWorkerSet group (namespace,
@@ -113,13 +126,14 @@ class EventFilter:
     def __len__(self) -> int:
         return len(self.store)
 
-    def updates(self, events: Iterable[WatchEvent | ReducedPod]) -> Iterator[ObjectUpdate]:
+    def updates(self, events: Iterable[WatchEvent | ReducedPod]) -> Iterator[ObjectUpdate | Rejected]:
         """The updates of a batch, in order, each yielded before the next event is looked at (the store
         holds the newest view: whoever reads it must see each update in turn). Most of a parallel
         replay's Pods repeat their last view: they are dropped in this loop, at the cost of a dict lookup,
         before any call."""
         reduced = self._reduced
         observe_event, observe_reduced = self.observe_event, self.observe_reduced
+        update: ObjectUpdate | Rejected | None
         for event in events:
             if isinstance(event, ReducedPod):
                 if (event.type == "MODIFIED" or event.type == "ADDED") and reduced.get(event.key) == event.view:
@@ -130,17 +144,24 @@ class EventFilter:
             if update is not None:
                 yield update
 
-    def observe(self, event: WatchEvent | ReducedPod) -> ObjectUpdate | None:
+    def observe(self, event: WatchEvent | ReducedPod) -> ObjectUpdate | Rejected | None:
         if isinstance(event, ReducedPod):
             return self.observe_reduced(event)
         return self.observe_event(event)
 
-    def observe_event(self, event: WatchEvent) -> ObjectUpdate | None:
+    def observe_event(self, event: WatchEvent) -> ObjectUpdate | Rejected | None:
         obj = event.object
         if type(obj) is Pod:
+            meta = obj.metadata
+            try:
+                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)))
+            except LabelsProblem as exc:
+                if event.type == "BOOKMARK" or event.type == "ERROR":
+                    return None
+                return Rejected(event.time, "Pod", meta.namespace, meta.name, str(exc))
             if self._reduced:
-                self._reduced.pop(pod_key(obj.metadata.namespace, obj.metadata.name), None)
-            return self.observe_pod(event.type, pod_view(obj), event.time)
+                self._reduced.pop(pod_key(meta.namespace, meta.name), None)
+            return self.observe_pod(event.type, pod, event.time)
         if event.type in ("BOOKMARK", "ERROR"):
             return None
         view = view_of(event)

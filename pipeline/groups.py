@@ -44,18 +44,26 @@ class GroupPod(msgspec.Struct, frozen=True, gc=False, array_like=True):
     failure: Finding | None  # a container down or restarted after a non-zero exit, or the Pod failed
 
 
-def group_pod(pod: Pod) -> GroupPod | None:
-    labels = pod.metadata.labels
+# What a Pod's labels say of its group: its LeaderWorkerSet, its group index, whether it leads the group.
+GroupIdentity = tuple[str, str, bool]
+
+
+def group_identity(labels: dict[str, str]) -> GroupIdentity | None:
     lws = labels.get(LWS_NAME)
     group = labels.get(LWS_GROUP_INDEX)
     if not lws or group is None:
         return None
+    return (lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0")
+
+
+def group_pod(pod: Pod, identity: GroupIdentity) -> GroupPod:
     ready = False
     for condition in pod.status.conditions:  # a loop, not any(...): no generator on a per-event path
         if condition.type == "Ready":
             ready = condition.status == "True"
             break
-    return GroupPod(lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0", ready, pod_failure(pod))
+    lws, group, leader = identity
+    return GroupPod(lws, group, leader, ready, pod_failure(pod))
 
 
 def pod_failure(pod: Pod) -> Finding | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pipeline.aggregate import Aggregator
-from pipeline.filter import EventFilter
+from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.outputs import Output
 from pipeline.views import ViewStore
@@ -24,10 +24,15 @@ class Pipeline:
         synced: bool = True,
         readiness: bool = False,
         group_window: float = DEFAULT_WINDOW,
+        strict: bool = False,
     ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
         emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
-        recreation loop. See `Aggregator`."""
+        recreation loop. See `Aggregator`. `strict`: nothing after the first event the filter rejects
+        is looked at (`replay --strict`)."""
+        self.strict = strict
+        # the events the filter could not read, oldest first, for the caller to report and clear
+        self.rejected: list[Rejected] = []
         self.store = ViewStore()
         self.filter = EventFilter(self.store)
         self.aggregator = Aggregator(
@@ -37,11 +42,18 @@ class Pipeline:
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
-        stop at the filter."""
+        stop at the filter, and events it cannot read are added to `rejected`."""
         apply = self.aggregator.apply
         outputs: list[Output] = []
+        if self.strict and self.rejected:
+            return outputs
         for update in self.filter.updates(events):
-            outputs += apply(update)
+            if type(update) is ObjectUpdate:
+                outputs += apply(update)
+                continue
+            self.rejected.append(update)  # type: ignore[arg-type]
+            if self.strict:
+                break
         return outputs
 
     def sync(self, time: str | None = None) -> list[Output]:

@@ -245,6 +245,17 @@ _STEP = re.compile(r"\.(\w+)|\[(\d+)\]")
 _MAX_NULLS = 64
 
 
+def typed_event(value: dict[str, Any]) -> WatchEvent:
+    """A parsed watch event as the typed decoder would have read it from JSON. Raises msgspec's
+    ValidationError. A Pod's labels stay JSON text (`PodMeta`), so they are written back as such."""
+    obj = value.get("object")
+    meta = obj.get("metadata") if type(obj) is dict and obj.get("kind") == "Pod" else None
+    if type(meta) is dict and "labels" in meta and type(meta["labels"]) is not msgspec.Raw:
+        with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong
+            meta["labels"] = msgspec.Raw(msgspec.json.encode(meta["labels"]))
+    return msgspec.convert(value, WatchEvent)
+
+
 def _convert(value: dict[str, Any]) -> list[WatchEvent]:
     """The typed event of a parsed record. A null where a field is read is dropped (the path msgspec names
     says which; a walk over a whole 10 KB Pod would cost thirty times its typed decode), and converted
@@ -252,7 +263,7 @@ def _convert(value: dict[str, Any]) -> list[WatchEvent]:
     dropped_all = False
     for _ in range(_MAX_NULLS):
         try:
-            event = msgspec.convert(value, WatchEvent)
+            event = typed_event(value)
             break
         except msgspec.ValidationError as exc:
             message = str(exc)
@@ -266,7 +277,7 @@ def _convert(value: dict[str, Any]) -> list[WatchEvent]:
     else:
         _drop_nulls(value)
         try:
-            event = msgspec.convert(value, WatchEvent)
+            event = typed_event(value)
         except msgspec.ValidationError as exc:
             raise RecordProblem(f"wrong field: {clip(str(exc))}") from None
     problem = unnamed(event)

@@ -9,6 +9,7 @@ replay of a million events triggers no garbage collection; with lists it spent t
 
 from __future__ import annotations
 
+import json
 from typing import final
 
 import msgspec
@@ -43,14 +44,66 @@ class ObjectMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
         return None
 
 
+NO_LABELS = msgspec.Raw(b"{}")
+
+
+class LabelsProblem(ValueError):
+    """A Pod's metadata.labels that is not a map of strings."""
+
+
+_read_labels = msgspec.json.Decoder(dict[str, str | None] | None).decode
+
+
+def read_labels(text: bytes | msgspec.Raw) -> dict[str, str]:
+    """The labels in a Pod's label text. A null map or value is an absent one, as the API server reads
+    it. Raises LabelsProblem for anything but a map of strings."""
+    try:
+        labels = _read_labels(text)
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        raise LabelsProblem(_labels_problem(text)) from None
+    if labels is None:
+        return {}
+    if None in labels.values():
+        return {key: value for key, value in labels.items() if value is not None}
+    return labels  # type: ignore[return-value]
+
+
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+}
+
+
+def _labels_problem(text: bytes | msgspec.Raw) -> str:
+    """What is wrong with label text the typed reading refused, in the words of the JSON it is."""
+    try:
+        value = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError):
+        return "metadata.labels cannot be read"
+    if type(value) is not dict:
+        return f"metadata.labels is {_JSON_TYPES.get(type(value), 'not an object')}, not a map of strings"
+    for key, item in value.items():
+        if item is not None and type(item) is not str:
+            what = _JSON_TYPES.get(type(item), "not a string")
+            return f"metadata.labels[{json.dumps(key[:100])}] is {what}, not a string"
+    return "metadata.labels is not a map of strings"
+
+
 class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
-    """The metadata of a Pod: fewer fields than ObjectMeta, since Pods are most of the traffic."""
+    """The metadata of a Pod: fewer fields than ObjectMeta, since Pods are most of the traffic.
+
+    `labels` stays JSON text: most Pod events repeat the labels last seen for the Pod, and comparing the
+    text is a fraction of building a dict of them (pipeline.views reads them when they changed)."""
 
     name: str = ""
     namespace: str = ""
     uid: str = ""
     resource_version: str = ""
-    labels: dict[str, str] = {}
+    labels: msgspec.Raw = NO_LABELS
     deletion_timestamp: str | None = None
 
 

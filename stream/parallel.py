@@ -15,6 +15,7 @@ thread runs, and talk to it over socket pairs that the loop itself waits on.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import multiprocessing
 import multiprocessing.process
@@ -35,7 +36,9 @@ from stream.objects import Pod
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
 AUTO_MIN_BYTES = 32 << 20  # below this, starting workers costs more than it saves
 Item = WatchEvent | ReducedPod | BadRecord
-Reduce = Callable[[Pod], bytes]  # a Pod to the encoded form the consumer of ReducedPod decodes
+# A Pod to the encoded form the consumer of ReducedPod decodes; a ValueError leaves the Pod's line to the
+# main process, which reads it as the serial reader does (its consumer then says what is wrong with it)
+Reduce = Callable[[Pod], bytes]
 
 
 class _RawLine(msgspec.Struct, array_like=True, gc=False):
@@ -117,9 +120,13 @@ def _decode_range(
                     event = read_event(view[line_start:stop])
                 except FAST_ERRORS:
                     event = None
+            reduced = None
             if event is not None and isinstance(event.object, Pod):
+                with contextlib.suppress(ValueError):  # what the caller cannot reduce, its own reader reads
+                    reduced = msgspec.Raw(reduce(event.object))
+            if reduced is not None:
+                assert event is not None and isinstance(event.object, Pod)
                 meta = event.object.metadata
-                reduced = msgspec.Raw(reduce(event.object))
                 time = msgspec.Raw(_encode(event.time))
                 pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, time))
             else:

@@ -20,7 +20,9 @@ from typing import Any
 
 import msgspec
 
+from stream.decode import typed_event
 from stream.events import WatchEvent
+from stream.objects import Pod
 
 GRAPH = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT = "nvidia.com/dynamo-component"
@@ -769,12 +771,17 @@ def stalled(status: str, reason: str, message: str, generation: int = 1) -> dict
 # Watch events
 
 
+def typed_pod(obj: dict[str, Any]) -> Pod:
+    """A Pod as the typed decoder reads it from JSON."""
+    return msgspec.json.decode(msgspec.json.encode(obj), type=Pod)
+
+
 def event(kind: str, obj: dict[str, Any], time: str | None = None) -> WatchEvent:
     """A decoded watch event of (a copy of) `obj`, arrived at `time`."""
     raw: dict[str, Any] = {"type": kind, "object": copy.deepcopy(obj)}
     if time is not None:
         raw["time"] = time
-    return msgspec.convert(raw, WatchEvent)
+    return typed_event(raw)
 
 
 # The realistic Pod's bulk

@@ -96,6 +96,9 @@ async def test_a_rate_limited_recorder_never_holds_back_status_writes_nor_a_stop
     class Feed:
         """A stand-in for the pipeline: hands each wanted status on as its one output."""
 
+        def __init__(self) -> None:
+            self.rejected: list[Any] = []
+
         def sync(self, time: str | None) -> list[Output]:
             return []
 
@@ -105,7 +108,7 @@ async def test_a_rate_limited_recorder_never_holds_back_status_writes_nor_a_stop
     async with anyio.create_task_group() as tg:
         tg.start_soon(patcher.run, receive_status)
         tg.start_soon(recorder.run, receive_events)
-        tg.start_soon(pipeline_stage, receive, [send_status, send_events], Feed())
+        tg.start_soon(pipeline_stage, receive, [send_status, send_events], Feed(), print)
         async with send:
             for restarts in range(2, 40):
                 await send.send([wanted("w", restarts, api=api)])  # type: ignore[list-item]

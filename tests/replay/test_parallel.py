@@ -21,6 +21,9 @@ BAD_LINES = [
     '{"type": "ADDED"}',
     '{"type": "MODIFIED", "object": {"kind": "Pod", '
     '"metadata": {"name": "x"}, "status": {"containerStatuses": [{"name": "m", "restartCount": "2"}]}}}',
+    # read by the filter, not the decoder: one of the log's Pods, whose labels are not all strings
+    '{"type": "MODIFIED", "object": {"kind": "Pod", "metadata": {"name": "g1-worker-1", "namespace": "ns", '
+    '"labels": {"nvidia.com/dynamo-graph-deployment-name": "g1", "nvidia.com/dynamo-component": 7}}}}',
 ]
 
 
@@ -194,6 +197,29 @@ def test_a_view_seen_again_after_a_list_line_changed_the_pod_is_not_dropped(tmp_
         "CRASH-LOOPING",
         "FAILED",
     ]
+
+
+BAD_LABELS = pod(
+    "p", uid="p-1", pod_labels={**labels(), "tier": 7}, containers=[container(state="running")], ready=True
+)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_pod_whose_labels_are_not_strings_is_skipped_and_said_and_its_verdict_stands(
+    tmp_path: Path, jobs: int
+) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(_line("ADDED", CRASHING) + _line("MODIFIED", BAD_LABELS) + _line("ADDED", pod("q", ready=True)))
+    code, out, err = replay_in_process(log, jobs=jobs, range_bytes=1024)
+    assert code == 65
+    assert err.splitlines() == [
+        'crashwatch: Pod ns/p: metadata.labels["tier"] is a number, not a string (event skipped)',
+        "crashwatch: 1 bad record skipped",
+    ]
+    assert [line.split()[2] for line in out.decode().splitlines()] == ["CRASH-LOOPING", "FAILED"]
+    strict = replay_in_process(log, jobs=jobs, range_bytes=1024, strict=True)
+    assert strict[0] == 65 and strict[1] == out
+    assert strict[2].splitlines()[1:] == ["crashwatch: stopped at the first bad record (--strict)"]
 
 
 def test_the_cli_takes_jobs() -> None:

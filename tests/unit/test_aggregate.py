@@ -7,11 +7,12 @@ from typing import Any
 import msgspec
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
+from pipeline.filter import ObjectUpdate
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view, parse_selector, selector_matches
 from stream.events import ReducedPod, WatchEvent, pod_key
-from stream.objects import LabelSelector, Pod, SelectorRequirement
+from stream.objects import LabelSelector, Pod, SelectorRequirement, read_labels
 
 
 class Harness:
@@ -25,6 +26,7 @@ class Harness:
         for ev in events:
             change = self.filter.observe(ev)
             if change is not None:
+                assert isinstance(change, ObjectUpdate), change
                 self.passed += 1
                 out += self.aggregator.apply(change)
         return out
@@ -207,7 +209,8 @@ def _select(h: Harness, match: dict[str, str] | None = None, exprs: list[dict[st
         )
     )
     assert selector is not None
-    return sorted(name for (_, name), view in h.aggregator.pods.items() if selector_matches(selector, view.labels))
+    pods = h.aggregator.pods.items()
+    return sorted(name for (_, name), view in pods if selector_matches(selector, read_labels(view.labels)))
 
 
 def test_selectors_match_as_kubernetes_does() -> None:

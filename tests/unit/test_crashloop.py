@@ -4,16 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import pytest
-from builders import container, pod
+from builders import container, pod, typed_pod
 
 from pipeline.crashloop import Finding, crash_loop
-from stream.objects import Pod
 
 
 def check(raw: dict[str, Any]) -> Finding | None:
-    return crash_loop(msgspec.convert(raw, Pod))
+    return crash_loop(typed_pod(raw))
 
 
 CASES: list[tuple[str, dict[str, Any], tuple[str, int, int] | None]] = [

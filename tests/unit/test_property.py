@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from builders import COMPONENT, GRAPH, container, event, labels, pod
+from builders import COMPONENT, GRAPH, container, event, labels, pod, typed_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,7 +13,6 @@ from pipeline.crashloop import Finding, crash_loop
 from pipeline.graph import graph_verdict
 from pipeline.outputs import ComponentChange, GraphChange
 from pipeline.pipeline import Pipeline
-from stream.objects import Pod
 
 NAMES = ["a", "b", "c", "d"]
 # weighted towards one component, so that it often holds several crash-looping Pods at once
@@ -52,7 +51,7 @@ def from_scratch(final: dict[tuple[str, str], dict[str, Any]]) -> tuple[dict[Any
         graph, comp = lab.get(GRAPH), lab.get(COMPONENT)
         if not graph or not comp or "deletionTimestamp" in meta:
             continue
-        finding = crash_loop(msgspec.convert(raw, Pod))
+        finding = crash_loop(typed_pod(raw))
         key = (meta["namespace"], graph, comp)
         if finding is not None and (key not in components or finding.pod < components[key].pod):
             components[key] = finding
