@@ -143,6 +143,9 @@ class Aggregator:
         self._groups: dict[GroupKey, GroupHistory] = {}
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
         self._groups_of_lws: Index[ObjectKey, GroupKey] = Index()
+        # the LeaderWorkerSets that say their restart budget ran out: most clusters have none, and a
+        # group's rules ask for its LWS on every look at it
+        self._failed_lws: set[ObjectKey] = set()
         self.store = store
         self.lws = store.lws
         self.synced = synced
@@ -321,8 +324,7 @@ class Aggregator:
         history = self._groups[group_key]
         if history.streak >= MIN_RECREATIONS:
             return True
-        lws = self.lws.get((group_key[0], group_key[1]))
-        if lws is not None and lws.failed is not None:
+        if self._failed_lws and (group_key[0], group_key[1]) in self._failed_lws:
             return True
         component = history.component
         if component is None:
@@ -445,14 +447,14 @@ class Aggregator:
         that found it). Readiness is read only for groups that could be looping: on a path every
         recompute of an LWS-backed component takes."""
         first: GroupKey | None = None
+        failed_lws = self._failed_lws
         for group_key in groups:
             if first is not None and group_key > first:
                 continue
             history = self._groups[group_key]
-            if not (history.streak >= MIN_RECREATIONS and history.last_failure is not None):
-                lws = self.lws.get((group_key[0], group_key[1]))
-                if lws is None or lws.failed is None:
-                    continue
+            looping = history.streak >= MIN_RECREATIONS and history.last_failure is not None
+            if not looping and (not failed_lws or (group_key[0], group_key[1]) not in failed_lws):
+                continue
             if not self._group_ready(group_key):
                 first = group_key
         if first is not None:
@@ -594,6 +596,10 @@ class Aggregator:
     def _apply_lws(self, key: ObjectKey, new: LwsView | None, time: str | None) -> list[Output]:
         """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten
         with their history, and its `Failed` condition, if any, is weighed for its groups."""
+        if new is not None and new.failed is not None:
+            self._failed_lws.add(key)
+        else:
+            self._failed_lws.discard(key)
         touched: list[ComponentKey] = []
         for group_key in sorted(self._groups_of_lws.get(key)):
             history = self._groups[group_key]

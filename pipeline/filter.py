@@ -236,7 +236,9 @@ class EventFilter:
             else:
                 labels = self._labels.acquire(view.labels)
                 self._labels.release(old.labels)
-        view = msgspec.structs.replace(view, namespace=component[0], labels=labels, component=component)
+        if view.labels is not labels or view.component is not component or view.namespace is not component[0]:
+            # a view read with its previous one holds the pooled objects already
+            view = msgspec.structs.replace(view, namespace=component[0], labels=labels, component=component)
         self._pods[key] = view
         return ObjectUpdate("upsert", key, view, time, old)
 

@@ -14,7 +14,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from pipeline.crashloop import Finding, crash_loop
-from pipeline.groups import GroupPod, group_identity, group_pod
+from pipeline.groups import LWS_NAME, GroupPod, group_identity, group_pod
 from stream.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
@@ -61,21 +61,23 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
 
 def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
     """The Pod's view. With the Pod's `previous` view, labels whose text did not change are not read
-    again: the component and group they name are the previous view's. Raises stream.objects.LabelsProblem."""
+    again: the component and group they name are the previous view's, and so are the (pooled) objects
+    that hold them, which the filter then keeps as they are. Raises stream.objects.LabelsProblem."""
     meta = pod.metadata
+    namespace = meta.namespace
     text = bytes(meta.labels)
     if previous is not None and previous.labels == text and previous.component is not None:
-        text = previous.labels  # the pooled one: the filter then compares identical objects
+        namespace, text = previous.namespace, previous.labels
         component: ComponentKey | None = previous.component
         group = previous.group
         identity = (group.lws, group.group, group.leader) if group is not None else None
     else:
         labels = read_labels(text)
-        component = component_of(meta.namespace, labels)
-        identity = group_identity(labels)
+        component = component_of(namespace, labels)
+        identity = group_identity(labels) if LWS_NAME in labels else None
     return PodView(
         meta.uid,
-        meta.namespace,
+        namespace,
         meta.name,
         text,
         component if meta.deletion_timestamp is None else None,

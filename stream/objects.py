@@ -51,21 +51,23 @@ class LabelsProblem(ValueError):
     """A Pod's metadata.labels that is not a map of strings."""
 
 
-_read_labels = msgspec.json.Decoder(dict[str, str | None] | None).decode
+_read_labels = msgspec.json.Decoder(dict[str, str]).decode
+_read_nullable_labels = msgspec.json.Decoder(dict[str, str | None] | None).decode
+_UNREADABLE = (msgspec.ValidationError, msgspec.DecodeError, RecursionError)
 
 
 def read_labels(text: bytes | msgspec.Raw) -> dict[str, str]:
     """The labels in a Pod's label text. A null map or value is an absent one, as the API server reads
     it. Raises LabelsProblem for anything but a map of strings."""
     try:
-        labels = _read_labels(text)
-    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+        return _read_labels(text)
+    except _UNREADABLE:
+        pass
+    try:
+        labels = _read_nullable_labels(text)
+    except _UNREADABLE:
         raise LabelsProblem(_labels_problem(text)) from None
-    if labels is None:
-        return {}
-    if None in labels.values():
-        return {key: value for key, value in labels.items() if value is not None}
-    return labels  # type: ignore[return-value]
+    return {key: value for key, value in labels.items() if value is not None} if labels is not None else {}
 
 
 _JSON_TYPES = {

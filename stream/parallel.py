@@ -15,7 +15,6 @@ thread runs, and talk to it over socket pairs that the loop itself waits on.
 
 from __future__ import annotations
 
-import contextlib
 import mmap
 import multiprocessing
 import multiprocessing.process
@@ -120,17 +119,19 @@ def _decode_range(
                     event = read_event(view[line_start:stop])
                 except FAST_ERRORS:
                     event = None
-            reduced = None
             if event is not None and isinstance(event.object, Pod):
-                with contextlib.suppress(ValueError):  # what the caller cannot reduce, its own reader reads
-                    reduced = msgspec.Raw(reduce(event.object))
-            if reduced is not None:
-                assert event is not None and isinstance(event.object, Pod)
-                meta = event.object.metadata
-                time = msgspec.Raw(_encode(event.time))
-                pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, time))
-            else:
-                raw.append(_RawLine(lines, line_start, stop, len(pods)))
+                pod = event.object
+                try:
+                    reduced = msgspec.Raw(reduce(pod))
+                except ValueError:  # what the caller cannot reduce, the main process reads as a serial reader
+                    pass
+                else:
+                    meta = pod.metadata
+                    time = msgspec.Raw(_encode(event.time))
+                    pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, time))
+                    line_start = stop + 1
+                    continue
+            raw.append(_RawLine(lines, line_start, stop, len(pods)))
             line_start = stop + 1
     finally:
         view.release()
