@@ -247,18 +247,18 @@ class Aggregator:
                 if target.looping is _EMPTY:
                     target.looping = set()
                 target.looping.add(key)
-        if (
-            old is not None
-            and new is not None
-            and old.group is not None
-            and (old.finding, old.component, old.uid, old.labels) == (new.finding, new.component, new.uid, new.labels)
-        ):
-            # only what the group rule reads changed (a group Pod's readiness, most often): its component
-            # needs a second look only if the group's verdict can have changed
+        grouped = (old is not None and old.group is not None) or (new is not None and new.group is not None)
+        same = (
+            old is None or new is None or (old.component, old.uid, old.labels) == (new.component, new.uid, new.labels)
+        )
+        if grouped and same and (old is None or old.finding is None) and (new is None or new.finding is None):
+            # a group's Pod came, went or changed, and no crash-looping Pod with it (a readiness flip, a
+            # recreation's steps): its component needs a second look only if the group's verdict can have
+            # changed, which the group's history says
             touched = []
         else:
             touched = [c for c in (old_component, new_component) if c is not None]
-        if (old is not None and old.group is not None) or (new is not None and new.group is not None):
+        if grouped:
             touched += self._observe_group(key, old, new, time)
         touched = list(dict.fromkeys(touched))
         return self._settle(touched, time)
@@ -278,6 +278,8 @@ class Aggregator:
                 if history is not None:
                     history.observe(name, old.uid, None, None, self.group_window)
                     touched += self._forget_group_if_idle(old_key, history)
+                    if history.component is not None and old_key in self._groups and self._group_matters(old_key):
+                        touched.append(history.component)  # one Pod fewer: whether all are Ready changed
         if new is not None and new_group is not None and new.component is not None:
             group_key = (namespace, new_group.lws, new_group.group)
             history = self._groups.get(group_key)
@@ -339,9 +341,10 @@ class Aggregator:
         return True
 
     def _forget_group_if_idle(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
-        """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember."""
+        """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember
+        (its component, whose groups changed, is returned)."""
         if history.pods or history.streak or history.failure is not None:
-            return [history.component] if history.component is not None else []
+            return []
         return self._drop_group(group_key, history)
 
     def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:

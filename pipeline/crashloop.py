@@ -40,22 +40,28 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
         )
 
 
-def crash_loop(pod: Pod) -> Finding | None:
-    """The first container (init containers first, in status order) that proves a crash loop."""
-    if pod.metadata.deletion_timestamp is not None:
-        return None
+def crash_loop(pod: Pod, ready: bool | None = None) -> Finding | None:
+    """The first container (init containers first, in status order) that proves a crash loop. `ready`:
+    whether the Pod is Ready, for a caller that read it already (`pod_ready`)."""
+    if ready is None:
+        ready = pod_ready(pod)
     status = pod.status
-    if status.phase in ("Succeeded", "Failed"):
+    if ready or pod.metadata.deletion_timestamp is not None or status.phase in ("Succeeded", "Failed"):
         return None
-    for condition in status.conditions:
-        if condition.type == "Ready" and condition.status == "True":
-            return None
     for statuses in (status.init_container_statuses, status.container_statuses):
         for container in statuses:
             finding = _container_finding(pod.metadata.name, container)
             if finding is not None:
                 return finding
     return None
+
+
+def pod_ready(pod: Pod) -> bool:
+    """Whether the Pod's Ready condition is True."""
+    for condition in pod.status.conditions:  # a loop, not any(...): no generator on a per-event path
+        if condition.type == "Ready":
+            return condition.status == "True"
+    return False
 
 
 def _container_finding(pod: str, container: ContainerStatus) -> Finding | None:

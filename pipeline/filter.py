@@ -132,13 +132,13 @@ class EventFilter:
         replay's Pods repeat their last view: they are dropped in this loop, at the cost of a dict lookup,
         before any call."""
         reduced = self._reduced
-        observe_event, observe_reduced = self.observe_event, self.observe_reduced
+        observe_event, take_reduced = self.observe_event, self._take_reduced
         update: ObjectUpdate | Rejected | None
         for event in events:
             if isinstance(event, ReducedPod):
                 if (event.type == "MODIFIED" or event.type == "ADDED") and reduced.get(event.key) == event.view:
                     continue
-                update = observe_reduced(event)
+                update = take_reduced(event)
             else:
                 update = observe_event(event)
             if update is not None:
@@ -182,10 +182,14 @@ class EventFilter:
 
     def observe_reduced(self, pod: ReducedPod) -> ObjectUpdate | None:
         """A reduced Pod: dropped on equal bytes, else decoded and decided as any Pod."""
+        if (pod.type == "ADDED" or pod.type == "MODIFIED") and self._reduced.get(pod.key) == pod.view:
+            return None
+        return self._take_reduced(pod)
+
+    def _take_reduced(self, pod: ReducedPod) -> ObjectUpdate | None:
+        """A reduced Pod whose bytes differ from the last passed on: decoded and decided as any Pod."""
         kind = pod.type
         if kind == "ADDED" or kind == "MODIFIED":
-            if self._reduced.get(pod.key) == pod.view:
-                return None
             self._reduced[pod.key] = pod.view.copy()  # the batch it came in is not kept
         elif kind == "DELETED":
             self._reduced.pop(pod.key, None)

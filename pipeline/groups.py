@@ -56,12 +56,7 @@ def group_identity(labels: dict[str, str]) -> GroupIdentity | None:
     return (lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0")
 
 
-def group_pod(pod: Pod, identity: GroupIdentity) -> GroupPod:
-    ready = False
-    for condition in pod.status.conditions:  # a loop, not any(...): no generator on a per-event path
-        if condition.type == "Ready":
-            ready = condition.status == "True"
-            break
+def group_pod(pod: Pod, identity: GroupIdentity, ready: bool) -> GroupPod:
     lws, group, leader = identity
     return GroupPod(lws, group, leader, ready, pod_failure(pod))
 

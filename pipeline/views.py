@@ -13,7 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from pipeline.crashloop import Finding, crash_loop
+from pipeline.crashloop import Finding, crash_loop, pod_ready
 from pipeline.groups import LWS_NAME, GroupPod, group_identity, group_pod
 from stream.objects import (
     COMPONENT_LABEL,
@@ -75,14 +75,15 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         labels = read_labels(text)
         component = component_of(namespace, labels)
         identity = group_identity(labels) if LWS_NAME in labels else None
+    ready = pod_ready(pod)
     return PodView(
         meta.uid,
         namespace,
         meta.name,
         text,
         component if meta.deletion_timestamp is None else None,
-        crash_loop(pod),
-        group_pod(pod, identity) if identity is not None else None,
+        crash_loop(pod, ready),
+        group_pod(pod, identity, ready) if identity is not None else None,
     )
 
 
