@@ -3,7 +3,9 @@
 An event becomes a view (see `pipeline.views`); when the view equals the last one seen for the object, the
 event is dropped, so resourceVersion bumps, annotation edits and status noise never reach the aggregator.
 Pods without the graph and component labels are not diagnosed, so they are not held here either, unless
-they just lost those labels (the aggregator must hear that they left).
+they just lost those labels (the aggregator must hear that they left). A Pod's view is made with its last
+one, so labels are read only when their text changed; a Pod whose labels are not a map of strings is
+`Rejected` (its event skipped, its last view kept).
 
 A parallel replay's Pods arrive reduced (`stream.events.ReducedPod`: the view, msgpack-encoded by
 `encode_view`). Most of them repeat the last view passed on for their Pod, so the filter keeps the bytes of

@@ -1,8 +1,9 @@
 """Diagnostic views: what of each object a diagnosis or a status decision reads, and nothing else.
 
-Views are frozen, GC-untracked Structs of strings, ints and tuples: cheap to hold for 100,000 Pods and
-comparable with `==`, which is all the event filter needs. Label keys and values are interned so the Pods
-of one component share them.
+Views are frozen, GC-untracked Structs of strings, bytes, ints and tuples: cheap to hold for 100,000 Pods
+and comparable with `==`, which is all the event filter needs. A Pod's labels are the JSON text they came
+in, which the filter pools, so the replicas of a template share one; the names in a view that many views
+repeat (namespaces, components, selector terms) are interned.
 """
 
 from __future__ import annotations
