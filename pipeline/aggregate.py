@@ -61,6 +61,10 @@ M = TypeVar("M", bound=Hashable)
 EPOCH = "1970-01-01T00:00:00Z"
 
 
+def _on_streak(history: GroupHistory) -> bool:
+    return history.streak >= MIN_RECREATIONS and history.last_failure is not None
+
+
 class Index(Generic[K, M]):
     """A named index: index key -> set of members; a key whose set empties is dropped."""
 
@@ -142,6 +146,9 @@ class Aggregator:
         self.group_window = group_window
         self._groups: dict[GroupKey, GroupHistory] = {}
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
+        # the groups on a loop's streak (recreated often enough, each after a failure), by component: the
+        # only ones that can be found looping, unless their LeaderWorkerSet failed
+        self._streaking: Index[ComponentKey, GroupKey] = Index()
         self._groups_of_lws: Index[ObjectKey, GroupKey] = Index()
         # the LeaderWorkerSets that say their restart budget ran out: most clusters have none, and a
         # group's rules ask for its LWS on every look at it
@@ -289,11 +296,19 @@ class Aggregator:
             if history.component != new.component:
                 if history.component is not None:
                     self._groups_of.remove(history.component, group_key)
+                    self._streaking.remove(history.component, group_key)
                     touched.append(history.component)
                 history.component = new.component
                 self._groups_of.add(new.component, group_key)
+                if _on_streak(history):
+                    self._streaking.add(new.component, group_key)
             streak = history.streak
             history.observe(name, new.uid, new_group, time, self.group_window)
+            if history.streak != streak:
+                if _on_streak(history):
+                    self._streaking.add(new.component, group_key)
+                else:
+                    self._streaking.remove(new.component, group_key)
             # a new Pod or a readiness flip may change whether the group is all Ready
             flipped = old is None or old.group is None or old.group.ready != new_group.ready
             if history.streak != streak or (flipped and self._group_matters(group_key)):
@@ -334,9 +349,8 @@ class Aggregator:
         state = self._components.get(component)
         if state is None or state.reported is None or not state.reported.text:
             return False
-        for other in self._groups_of.get(component):
-            looping = self._groups[other]
-            if looping.last_failure is not None and looping.looping(self._group_ready(other)):
+        for other in self._streaking.get(component):
+            if self._groups[other].looping(self._group_ready(other)):
                 return False
         return True
 
@@ -353,6 +367,7 @@ class Aggregator:
         if history.component is None:
             return []
         self._groups_of.remove(history.component, group_key)
+        self._streaking.remove(history.component, group_key)
         return [history.component]
 
     def _settle(self, components: list[ComponentKey], time: str | None, plan: bool = True) -> list[Output]:
@@ -451,7 +466,8 @@ class Aggregator:
         recompute of an LWS-backed component takes."""
         first: GroupKey | None = None
         failed_lws = self._failed_lws
-        for group_key in groups:
+        # with no LeaderWorkerSet failed, only a group on a streak can be looping
+        for group_key in groups if failed_lws else self._streaking.get(component):
             if first is not None and group_key > first:
                 continue
             history = self._groups[group_key]

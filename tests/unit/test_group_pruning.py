@@ -17,8 +17,10 @@ from pipeline.views import PodView
 from stream.events import WatchEvent
 
 # "recreate": what LWS does after a failure, a worker failing and the group's Pods deleted and created anew
-# in one step, so that groups often reach a loop's streak
-ACTIONS = ["add", "add", "ready", "ready", "unready", "fail", "fail0", "crash", "delete", "recreate", "recreate", "lws"]
+# in one step, so that groups often reach a loop's streak; "move": the group's Pods relabelled to the
+# other component
+ACTIONS = ["add", "add", "ready", "ready", "unready", "fail", "fail0", "crash", "delete"]
+ACTIONS += ["recreate", "recreate", "lws", "move"]
 steps = st.lists(
     st.tuples(
         st.sampled_from(ACTIONS),
@@ -36,62 +38,88 @@ def at(second: int) -> str:
 
 def lives(script: list[tuple[str, int, int, int]]) -> list[WatchEvent]:
     """The events of a script: Pods added, flipping readiness, failing (exit 1 or 0) or crash-looping,
-    deleted and added again as new incarnations; the LWS saying its restart budget ran out, or not."""
+    deleted and added again as new incarnations, moved to another component; the LWS saying its restart
+    budget ran out, or not."""
     now = 0
     incarnation: dict[tuple[int, int], int] = {}
     present: dict[tuple[int, int], dict[str, Any]] = {}
+    component = {0: "worker", 1: "worker", 2: "worker"}
     failed = False
     events = [event("ADDED", dgd("g"), time=at(0)), event("ADDED", dcd("g-worker-0", "g", "worker"), time=at(0))]
     events.append(event("ADDED", lws(replicas=3), time=at(0)))
+
+    def make(group: int, member: int, **kw: Any) -> dict[str, Any]:
+        n = incarnation.setdefault((group, member), 1)
+        return lws_pod(group=group, worker=member, incarnation=n, component=component[group], **kw)
+
     for action, group, worker, gap in script:
         now += gap
         key = (group, worker)
-        n = incarnation.setdefault(key, 1)
         if action == "recreate":
             if (group, 1) in present:  # the worker's container exits 1 and restarts: LWS recreates the group
-                failing = lws_pod(group=group, worker=1, incarnation=incarnation[(group, 1)], restarts=1)
-                events.append(event("MODIFIED", failing, time=at(now)))
+                events.append(event("MODIFIED", make(group, 1, restarts=1), time=at(now)))
             for member in (0, 1):
                 if (group, member) in present:
                     events.append(event("DELETED", present.pop((group, member)), time=at(now)))
-                    incarnation[(group, member)] = incarnation.get((group, member), 1) + 1
+                    incarnation[(group, member)] += 1
             for member in (0, 1):
-                obj = lws_pod(group=group, worker=member, incarnation=incarnation.setdefault((group, member), 1))
-                events.append(event("ADDED", obj, time=at(now)))
-                present[(group, member)] = obj
+                present[(group, member)] = make(group, member)
+                events.append(event("ADDED", present[(group, member)], time=at(now)))
             continue
         if action == "lws":
             failed = not failed
             events.append(event("MODIFIED", lws(replicas=3, failed="budget spent" if failed else None), time=at(now)))
             continue
+        if action == "move":
+            component[group] = "prefill" if component[group] == "worker" else "worker"
+            for member in (0, 1):
+                if (group, member) in present:
+                    present[(group, member)] = make(group, member)
+                    events.append(event("MODIFIED", present[(group, member)], time=at(now)))
+            continue
         if action == "add":
             if key in present:
                 continue
-            obj = lws_pod(group=group, worker=worker, incarnation=n, ready=None)
+            obj = make(group, worker, ready=None)
         elif action == "delete":
             if key not in present:
                 continue
             events.append(event("DELETED", present.pop(key), time=at(now)))
-            incarnation[key] = n + 1
+            incarnation[key] += 1
             continue
         elif key not in present:
             continue
         elif action in ("ready", "unready"):
-            obj = lws_pod(group=group, worker=worker, incarnation=n, ready=action == "ready")
+            obj = make(group, worker, ready=action == "ready")
         else:
             restarts, exit_code = {"fail": (1, 1), "fail0": (1, 0), "crash": (2, 1)}[action]
-            obj = lws_pod(group=group, worker=worker, incarnation=n, restarts=restarts, exit_code=exit_code)
+            obj = make(group, worker, restarts=restarts, exit_code=exit_code)
         events.append(event("MODIFIED" if key in present else "ADDED", obj, time=at(now)))
         present[key] = obj
     return events
 
 
+class _AllGroups:
+    """In place of the aggregator's index of the groups on a loop's streak: every group of a component."""
+
+    def __init__(self, groups: Any) -> None:
+        self.get = groups.get
+
+    def add(self, key: Any, group: Any) -> None:
+        pass
+
+    def remove(self, key: Any, group: Any) -> None:
+        pass
+
+
 def looking_at_everything() -> Pipeline:
-    """A pipeline that passes every readiness flip on and recomputes a group Pod's component on every
-    change of the Pod, whatever the group's state."""
+    """A pipeline that passes every readiness flip on, recomputes a group Pod's component on every change
+    of the Pod whatever the group's state, and looks at every group of a component for a loop."""
     pipeline = Pipeline()
     pipeline.filter.group_matters = None
     aggregator = pipeline.aggregator
+    aggregator._streaking = _AllGroups(aggregator._groups_of)  # type: ignore[assignment]
+    aggregator._failed_lws = {("", "")}  # never a real LWS, but not empty: every group is scanned
     observe_group = aggregator._observe_group
 
     def every_time(key: Any, old: PodView | None, new: PodView | None, time: str | None) -> list[Any]:
@@ -108,10 +136,13 @@ def said(pipeline: Pipeline, events: list[WatchEvent]) -> list[Output]:
 # a looping group whose one Pod that is not Ready goes away: the group is Ready, the loop is over
 LEAVES_READY = [("recreate", 0, 0, 1), ("recreate", 0, 0, 5), ("recreate", 0, 0, 5)]
 LEAVES_READY += [("ready", 0, 0, 5), ("delete", 0, 1, 5)]
+# a looping group whose Pods move to another component: the loop goes with them
+MOVES_LOOPING = [("recreate", 0, 0, 1), ("recreate", 0, 0, 5), ("recreate", 0, 0, 5), ("move", 0, 0, 5)]
 
 
 @settings(max_examples=300, deadline=None)
 @example(LEAVES_READY)
+@example(MOVES_LOOPING)
 @given(steps)
 def test_what_is_left_out_never_changes_what_is_said(script: list[tuple[str, int, int, int]]) -> None:
     events = lives(script)
