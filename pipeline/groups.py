@@ -56,11 +56,6 @@ def group_identity(labels: dict[str, str]) -> GroupIdentity | None:
     return (lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0")
 
 
-def group_pod(pod: Pod, identity: GroupIdentity, ready: bool) -> GroupPod:
-    lws, group, leader = identity
-    return GroupPod(lws, group, leader, ready, pod_failure(pod))
-
-
 def pod_failure(pod: Pod) -> Finding | None:
     """The first container (init containers first) that exited non-zero, down now or restarted since;
     else, for a failed Pod, the Pod itself."""

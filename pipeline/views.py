@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 import msgspec
 
 from pipeline.crashloop import Finding, crash_loop, pod_ready
-from pipeline.groups import LWS_NAME, GroupPod, group_identity, group_pod
+from pipeline.groups import LWS_NAME, GroupPod, group_identity, pod_failure
 from stream.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
@@ -67,16 +67,20 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
     meta = pod.metadata
     namespace = meta.namespace
     text = bytes(meta.labels)
+    ready = pod_ready(pod)
+    group: GroupPod | None = None
     if previous is not None and previous.labels == text and previous.component is not None:
         namespace, text = previous.namespace, previous.labels
         component: ComponentKey | None = previous.component
-        group = previous.group
-        identity = (group.lws, group.group, group.leader) if group is not None else None
+        was = previous.group
+        if was is not None:
+            group = GroupPod(was.lws, was.group, was.leader, ready, pod_failure(pod))
     else:
         labels = read_labels(text)
         component = component_of(namespace, labels)
         identity = group_identity(labels) if LWS_NAME in labels else None
-    ready = pod_ready(pod)
+        if identity is not None:
+            group = GroupPod(*identity, ready, pod_failure(pod))
     return PodView(
         meta.uid,
         namespace,
@@ -84,7 +88,7 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         text,
         component if meta.deletion_timestamp is None else None,
         crash_loop(pod, ready),
-        group_pod(pod, identity, ready) if identity is not None else None,
+        group,
     )
 
 
