@@ -21,7 +21,7 @@ import msgspec
 import yaml
 
 from stream.events import WatchEvent
-from stream.objects import KINDS, KubeObject, Status
+from stream.objects import KINDS, KubeObject, Pod, Status, own_labels
 
 
 class RecordProblem(Exception):
@@ -48,7 +48,9 @@ _decode = _event_decoder.decode
 
 
 def read_event(data: Any) -> WatchEvent:
-    """The fast path of a log reader: one typed decode, and the event's object must be named.
+    """The fast path of a log reader: one typed decode, and the event's object must be named. A Pod's
+    label text is a view into `data` (see PodMeta): a caller that holds the event longer than `data`
+    would live gives it a copy (`own_labels`).
 
     Raises one of `FAST_ERRORS` for anything else; `decode_json` then classifies the record and says
     what is wrong with it."""
@@ -135,6 +137,8 @@ def _list_items_json(envelope: _ListEnvelope) -> Decoded:
     for index, raw in enumerate(envelope.items):
         try:
             event = WatchEvent(type="ADDED", object=_object_decoder.decode(raw))
+            if type(event.object) is Pod:
+                own_labels(event.object)
         except msgspec.ValidationError:
             _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems)
             continue

@@ -99,7 +99,10 @@ class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     """The metadata of a Pod: fewer fields than ObjectMeta, since Pods are most of the traffic.
 
     `labels` stays JSON text: most Pod events repeat the labels last seen for the Pod, and comparing the
-    text is a fraction of building a dict of them (pipeline.views reads them when they changed)."""
+    text is a fraction of building a dict of them (pipeline.views reads them when they changed). Decoded,
+    the text is a view into the buffer it came from (a watch line, a List page); `own_labels` gives it a
+    copy of its own where a Pod may be held longer than that buffer should be (a List's items, a relist
+    held until its end). A view built from the Pod copies the text anyway."""
 
     name: str = ""
     namespace: str = ""
@@ -107,6 +110,10 @@ class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     resource_version: str = ""
     labels: msgspec.Raw = NO_LABELS
     deletion_timestamp: str | None = None
+
+
+def own_labels(pod: Pod) -> None:
+    pod.metadata.labels = pod.metadata.labels.copy()
 
 
 class PodCondition(msgspec.Struct, gc=False, omit_defaults=True):

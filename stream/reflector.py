@@ -31,7 +31,7 @@ from stream.client import ApiError, Backoff, KubeClient
 from stream.decode import RecordProblem, decode_json, read_event
 from stream.events import EventType, WatchEvent
 from stream.messages import logger
-from stream.objects import KubeObject, Status
+from stream.objects import KubeObject, Pod, Status, own_labels
 from stream.resources import Resource
 
 Emit = Callable[[list[WatchEvent]], Awaitable[None]]
@@ -282,6 +282,9 @@ class Reflector:
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise _Retry(f"unreadable List page: {exc}") from None
             del response
+            for obj, _ in items:  # the page's buffer goes once its events are handed on (see PodMeta)
+                if type(obj) is Pod:
+                    own_labels(obj)
             if self.keep is not None:  # another shard's objects are dropped page by page, never held
                 items = self._kept(items)
             version = version or page.metadata.resource_version

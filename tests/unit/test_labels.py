@@ -13,8 +13,8 @@ from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.outputs import ComponentChange
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, pod_view
-from stream.decode import read_event
-from stream.objects import LabelsProblem, read_labels
+from stream.decode import decode_json, read_event
+from stream.objects import LabelsProblem, Pod, read_labels
 
 LWS = {
     "leaderworkerset.sigs.k8s.io/name": "w",
@@ -109,3 +109,14 @@ def test_the_pipeline_reports_what_it_skipped_and_strict_looks_at_nothing_after(
     changes = [o for o in strict.feed(batch) if isinstance(o, ComponentChange)]
     assert [c.component for c in changes] == ["worker"] and len(strict.rejected) == 1
     assert strict.feed(batch[2:]) == []
+
+
+def test_a_lists_pods_hold_no_view_of_the_list() -> None:
+    """Label text is decoded as a view into the input: the Pods of a List (which may hold thousands, all
+    handed on at once) get a copy each, so holding one never holds the List."""
+    items = [crashing(f"p-{i}", pod_labels=labels()) for i in range(3)]
+    buffer = bytearray(json.dumps({"kind": "PodList", "items": items}).encode())
+    events = decode_json(memoryview(buffer))[0]  # type: ignore[arg-type]  # a buffer, as the log reader's
+    buffer.extend(b" ")  # a BufferError while anything still views the buffer
+    pods = [e.object for e in events]
+    assert [read_labels(p.metadata.labels) for p in pods if isinstance(p, Pod)] == [labels()] * 3
