@@ -284,9 +284,7 @@ class Aggregator:
                 history = self._groups.get(old_key)
                 if history is not None:
                     history.observe(name, old.uid, None, None, self.group_window)
-                    touched += self._forget_group_if_idle(old_key, history)
-                    if history.component is not None and old_key in self._groups and self._group_matters(old_key):
-                        touched.append(history.component)  # one Pod fewer: whether all are Ready changed
+                    touched += self._left_group(old_key, history)
         if new is not None and new_group is not None and new.component is not None:
             group_key = (namespace, new_group.lws, new_group.group)
             history = self._groups.get(group_key)
@@ -354,12 +352,13 @@ class Aggregator:
                 return False
         return True
 
-    def _forget_group_if_idle(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
-        """A group with no Pods, no streak and no failure waiting for a recreation has nothing to remember
-        (its component, whose groups changed, is returned)."""
-        if history.pods or history.streak or history.failure is not None:
-            return []
-        return self._drop_group(group_key, history)
+    def _left_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
+        """A Pod left the group: a group with no Pods, no streak and no failure waiting for a recreation has
+        nothing to remember and goes. Its component is returned when its groups changed, or when whether
+        this group's Pods are all Ready can decide the verdict."""
+        if not (history.pods or history.streak or history.failure is not None):
+            return self._drop_group(group_key, history)
+        return [history.component] if history.component is not None and self._group_matters(group_key) else []
 
     def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
         del self._groups[group_key]

@@ -152,20 +152,18 @@ class EventFilter:
         return self.observe_event(event)
 
     def observe_event(self, event: WatchEvent) -> ObjectUpdate | Rejected | None:
+        if event.type == "BOOKMARK" or event.type == "ERROR":
+            return None
         obj = event.object
         if type(obj) is Pod:
             meta = obj.metadata
             try:
                 pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)))
             except LabelsProblem as exc:
-                if event.type == "BOOKMARK" or event.type == "ERROR":
-                    return None
                 return Rejected(event.time, "Pod", meta.namespace, meta.name, str(exc))
             if self._reduced:
                 self._reduced.pop(pod_key(meta.namespace, meta.name), None)
             return self.observe_pod(event.type, pod, event.time)
-        if event.type in ("BOOKMARK", "ERROR"):
-            return None
         view = view_of(event)
         if view is None:
             return None
@@ -200,9 +198,8 @@ class EventFilter:
         return self.observe_pod(kind, decode_view(pod.view), _decode_time(pod.time))
 
     def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectUpdate | None:
-        """The hot path: most events are Pod updates, and most of those change nothing we read."""
-        if kind == "BOOKMARK" or kind == "ERROR":
-            return None
+        """The hot path: most events are Pod updates, and most of those change nothing we read. `kind`
+        is ADDED, MODIFIED or DELETED (the callers leave BOOKMARK and ERROR out)."""
         key = (view.namespace, view.name)
         old = self._pods.get(key)
         if kind == "DELETED":
