@@ -143,6 +143,13 @@ def dgd_state(kube: Kube, namespace: str, name: str = "llm") -> tuple[str, dict[
     return obj["status"].get("state", ""), conditions(obj)["Ready"]
 
 
+def crash_loop_written(kube: Kube, namespace: str, dcd: str = "llm-worker") -> bool:
+    """What `run` writes for a crash loop of the graph's component has landed: the DGD failed, and the
+    component's DCD says ContainerCrashLooping."""
+    failed = dgd_state(kube, namespace)[0] == "failed"
+    return failed and dcd_available(kube, namespace, dcd)["reason"] == "ContainerCrashLooping"
+
+
 def adopted_by_helm(kube: Kube, namespace: str, manifest: dict[str, Any], release: str) -> None:
     """Make the graph's DGD one that `helm install` adopts and waits on: the chart's spec applied under
     Helm's field manager (so a later upgrade that changes it meets no conflict with other writers), Helm's

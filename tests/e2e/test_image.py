@@ -16,7 +16,7 @@ from pathlib import Path
 
 import envtest
 import pytest
-from dynamo import dcd_available, dgd_state, labelled_pod, make_graph
+from dynamo import crash_loop_written, labelled_pod, make_graph
 from kube import Kube, crash_loop, eventually
 from watcher import http_get
 
@@ -153,10 +153,7 @@ def test_run_against_the_real_control_plane_becomes_ready_and_writes_status(
         eventually(ready, 60, "/readyz answering ok", step=0.2)
         crash_loop(kube, namespace, "llm-worker-0")
         eventually(
-            lambda: (
-                dgd_state(kube, namespace)[0] == "failed"
-                and dcd_available(kube, namespace, "llm-worker")["reason"] == "ContainerCrashLooping"
-            ),
+            lambda: crash_loop_written(kube, namespace),
             30,
             "status written",
         )

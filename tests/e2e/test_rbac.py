@@ -22,7 +22,7 @@ from typing import Any
 import envtest
 import pytest
 import yaml
-from dynamo import conditions, dcd_available, dcds, dgd_state, dgds, labelled_pod, make_graph
+from dynamo import conditions, crash_loop_written, dcds, dgd_state, dgds, labelled_pod, make_graph
 from kube import Kube, crash_loop, crash_status, eventually, make_ready, set_pod_status
 from watcher import Watcher, http_get
 
@@ -211,10 +211,7 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
         eventually(lambda: len(ours()) >= 1, 30, "the first write")
         touch()
         eventually(
-            lambda: (
-                dgd_state(kube, namespace)[0] == "failed"
-                and dcd_available(kube, namespace, "llm-worker")["reason"] == "ContainerCrashLooping"
-            ),
+            lambda: crash_loop_written(kube, namespace),
             15,
             "the crash loop written",
         )
