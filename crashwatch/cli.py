@@ -350,6 +350,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _group_window(parser: argparse.ArgumentParser) -> None:
+    """The windows of time the core's rules read: both are about telling a loop from a recovery."""
+    parser.add_argument(
+        "--recovery-window",
+        type=_duration,
+        default=90.0,
+        metavar="DURATION",
+        help="a crash-looping Pod stays crash-looping while its container runs again after a restart, until "
+        "it has been Ready this long without a restart, or is replaced or deleted (default: 1m30s; 0: "
+        "Ready is recovered at once, which flaps on containers that are Ready between crashes)",
+    )
     parser.add_argument(
         "--group-window",
         type=_duration,
@@ -652,6 +662,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     progress=args.progress,
                     jobs=args.jobs,
                     group_window=args.group_window,
+                    recovery_window=args.recovery_window,
                     max_record_size=args.max_record_size,
                     log_format=args.log_format,
                     log_level=args.log_level,
@@ -719,6 +730,7 @@ def _live(
             graphs=graphs,
             timeout=getattr(args, "timeout", None),
             group_window=args.group_window,
+            recovery_window=args.recovery_window,
             watch=watch,
             patch=patch,
             leader=leader,

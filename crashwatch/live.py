@@ -41,9 +41,10 @@ from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.logs import LogFormat, StderrLogger
-from crashwatch.stages import Events, Synced, pipeline_stage
+from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
+from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.events import EventRecorder, EventSettings
@@ -87,6 +88,7 @@ class LiveOptions:
     graphs: list[str] | None = None  # wait, get: the DGDs named (in the one namespace); None: every one
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
+    recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -319,7 +321,11 @@ async def _watch(
                 sinks.append(send_metrics)
                 tg.start_soon(metrics_sink, receive_metrics, metrics)
             pipeline = Pipeline(
-                clock=now_rfc3339, synced=False, readiness=judge is not None, group_window=options.group_window
+                clock=now_rfc3339,
+                synced=False,
+                readiness=judge is not None,
+                group_window=options.group_window,
+                recovery_window=options.recovery_window,
             )
 
             def report(problem: BadRecord | Rejected) -> bool:
@@ -377,6 +383,7 @@ async def _watch(
                     await selected.wait()
                 for reflector in reflectors:
                     watches.start_soon(reflector.run, listed)
+                watches.start_soon(_tick, send_events)
                 if not reflectors:  # every namespace given is another shard's: idle, ready, until stopped
                     pending = 1
                     await listed()
@@ -396,6 +403,14 @@ async def _watch(
     elif code == exitcodes.OK and isinstance(judge, GraphTable) and judge.missing:
         code = exitcodes.NOT_FOUND
     return code
+
+
+async def _tick(send: ObjectSendStream[Events]) -> None:
+    """The live clock: time passes in the pipeline as events, so its core reads no clock of its own."""
+    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+        while True:
+            await anyio.sleep(TICK)
+            await send.send([Tick(now_rfc3339())])
 
 
 def _judge(

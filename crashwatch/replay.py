@@ -36,6 +36,7 @@ from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
+from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view
@@ -59,6 +60,7 @@ class ReplayOptions:
     jobs: int | None = None  # decoding processes for large JSON-lines files; None: one per CPU, when it pays
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
+    recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
     log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
     log_level: Level = "info"
@@ -237,7 +239,12 @@ async def replay(
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_logs, sources, send_events, log, options, outcome, progress)
-        pipeline = Pipeline(clock=clock, group_window=options.group_window, strict=options.strict)
+        pipeline = Pipeline(
+            clock=clock,
+            group_window=options.group_window,
+            strict=options.strict,
+            recovery_window=options.recovery_window,
+        )
 
         def report(problem: BadRecord | Rejected) -> bool:
             # with --strict, the reader (ahead of the pipeline) stops at its next batch

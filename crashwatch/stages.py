@@ -26,7 +26,16 @@ class Synced(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-Events = list[WatchEvent | ReducedPod | BadRecord] | list[Synced]
+class Tick(msgspec.Struct, frozen=True, gc=False):
+    """Sent by a live source, alone in its batch, every `TICK` seconds: time passes in the pipeline even
+    when no event comes (a crash-looping Pod's recovery window ends; `Pipeline.tick`)."""
+
+    time: str
+
+
+TICK = 1.0  # seconds: how late a recovery window's end may be seen live, at most
+
+Events = list[WatchEvent | ReducedPod | BadRecord] | list[Synced] | list[Tick]
 # Told of each record a source could not read and each event the pipeline could not, in the order of the
 # input; False: look at nothing more (--strict)
 Report = Callable[[BadRecord | Rejected], bool]
@@ -47,8 +56,11 @@ async def pipeline_stage(
             async for batch in receive:
                 if stopped or not batch:
                     continue
-                if type(batch[0]) is Synced:
-                    outputs = pipeline.sync(batch[0].time)
+                first = batch[0]
+                if type(first) is Tick:
+                    outputs = pipeline.tick(first.time)
+                elif type(first) is Synced:
+                    outputs = pipeline.sync(first.time)
                 else:
                     outputs, stopped = _feed(pipeline, batch, report)  # type: ignore[arg-type]
                 if outputs:

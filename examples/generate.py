@@ -204,8 +204,9 @@ def grove_crash_loop() -> list[dict[str, Any]]:
     third restart and becomes Ready; Grove's counts on the DGD follow a moment later.
 
     Each restart runs for half a minute (loading the model) before it dies again, as kubelet reports it:
-    the rule wants the container down, so the verdict clears while it runs and comes back when it dies.
-    Clearing speaks Grove's counts as the DGD reports them (1 of 2 decode workers ready)."""
+    the verdict holds while the container runs again (the rule alone would clear it there and fire again
+    at the next exit), and clears once the worker has been Ready for the recovery window (90 s by
+    default), which a status rewrite later in the log shows has passed."""
     ns, graph = "serving", "qwen3"
     replicas = {"Frontend": 1, "VllmDecodeWorker": 2}
 
@@ -260,6 +261,7 @@ def grove_crash_loop() -> list[dict[str, Any]]:
         (192, "MODIFIED", set_running(bad, restarts=3, ready=False)),
         (254, "MODIFIED", set_running(bad, restarts=3)),  # the third restart holds: Ready
         (256, "MODIFIED", reported(1, 2)),
+        (360, "MODIFIED", set_running(good)),  # a status rewrite: time passed, the worker still Ready
     ]
     return _recorded(events, 51_200)
 

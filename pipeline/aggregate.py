@@ -28,7 +28,9 @@ from pipeline.groups import (
     group_finding,
     held_finding,
     is_group_text,
+    seconds,
 )
+from pipeline.holds import DEFAULT_RECOVERY_WINDOW, Holds, rfc3339
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.readiness import graph_readiness
 from pipeline.status import (
@@ -135,14 +137,17 @@ class Aggregator:
         synced: bool = True,
         readiness: bool = False,
         group_window: float = DEFAULT_WINDOW,
+        recovery_window: float = DEFAULT_RECOVERY_WINDOW,
     ) -> None:
         """`store` holds the current view of every object; the filter keeps it, this only reads it.
         `synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
         Pod before it may conclude that a failure it reported earlier has cleared. `readiness=True` also
         emits a `GraphReadiness` whenever what a waiter sees of a graph changes (`wait` and `get`), from
         `sync()` on. `group_window` is the most seconds between two recreations of a LeaderWorkerSet group
-        that still make a loop (pipeline.groups)."""
+        that still make a loop (pipeline.groups); `recovery_window` the seconds a crash-looping Pod must be
+        Ready, without a restart, before its verdict clears (pipeline.holds)."""
         self._clock = clock or (lambda: EPOCH)
+        self.holds = Holds(store.held, recovery_window)
         self.group_window = group_window
         self._groups: dict[GroupKey, GroupHistory] = {}
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
@@ -232,6 +237,23 @@ class Aggregator:
             case LwsView() as lws:
                 return self._apply_lws(change.key, lws if upsert else None, change.time)
 
+    def advance(self, time: str | None) -> list[Output]:
+        """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
+        ended by then are crash-looping no more, each at the moment its window ended."""
+        now = seconds(time)
+        if now is None:
+            return []
+        outputs: list[Output] = []
+        for deadline, key in self.holds.due(now):
+            view = self.pods.get(key)
+            component = view.component if view is not None else None
+            state = self._components.get(component) if component is not None else None
+            if state is None or component is None:
+                continue
+            state.looping.discard(key)
+            outputs += self._settle([component], rfc3339(deadline))
+        return outputs
+
     # --- Pods ---------------------------------------------------------------------------------------
 
     def _apply_pod(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
@@ -239,18 +261,22 @@ class Aggregator:
             return []
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
+        held = self.holds.held
+        was_held = key in held
+        # the finding the Pod's verdict holds: the rule's, or its last crash's while it runs again
+        finding = self.holds.observe(key, new, time) if was_held or (new is not None and new.finding) else None
         if old_component is not None:
             state = self._components[old_component]
             if old_component != new_component:
                 state.pods.discard(key)
-            if state.looping and (old_component != new_component or new is None or new.finding is None):
+            if state.looping and (old_component != new_component or finding is None):
                 state.looping.discard(key)
         if new is not None and new_component is not None:
             target = self._components.get(new_component)
             if target is None:
                 target = self._components[new_component] = _Component()
             target.pods.add(key)
-            if new.finding is not None:
+            if finding is not None:
                 if target.looping is _EMPTY:
                     target.looping = set()
                 target.looping.add(key)
@@ -258,7 +284,7 @@ class Aggregator:
         same = (
             old is None or new is None or (old.component, old.uid, old.labels) == (new.component, new.uid, new.labels)
         )
-        if grouped and same and (old is None or old.finding is None) and (new is None or new.finding is None):
+        if grouped and same and not was_held and finding is None:
             # a group's Pod came, went or changed, and no crash-looping Pod with it (a readiness flip, a
             # recreation's steps): its component needs a second look only if the group's verdict can have
             # changed, which the group's history says
@@ -426,10 +452,10 @@ class Aggregator:
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         state = self._components[component]
         best: Finding | None = None
-        pods = self.pods
+        held = self.holds.held
         for key in state.looping:
-            finding = pods[key].finding
-            if finding is not None and (best is None or finding.pod < best.pod):
+            finding = held[key].finding
+            if best is None or finding.pod < best.pod:
                 best = finding
         groups = self._groups_of.get(component)
         if best is None and groups:

@@ -118,6 +118,7 @@ class EventFilter:
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
         self._others = self.store.by_type
+        self._held = self.store.held
         self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
@@ -216,9 +217,14 @@ class EventFilter:
             same_labels = old.labels == view.labels
             same_component = old.component == view.component
             if same_labels and same_component and old.finding == view.finding and old.uid == view.uid:
-                if old.group == view.group:
+                same_life = old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
+                if old.group == view.group and same_life:
                     return None
-                if self._quiet_flip(old.namespace, old.group, view.group):
+                # readiness and restarts matter to a Pod whose crash-loop verdict is held (pipeline.holds),
+                # and to a LeaderWorkerSet group's Pods as the group's state says
+                if key not in self._held and (
+                    old.group == view.group or self._quiet_flip(old.namespace, old.group, view.group)
+                ):
                     # kept (whoever reads the group's readiness later reads it here), not passed on
                     self._pods[key] = msgspec.structs.replace(
                         view, namespace=old.namespace, labels=old.labels, component=old.component

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import msgspec
+
 from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.groups import DEFAULT_WINDOW
+from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.views import ViewStore
 from stream.events import ReducedPod, WatchEvent
+
+_decode_time = msgspec.msgpack.Decoder(str | None).decode
 
 
 class Pipeline:
@@ -25,10 +30,12 @@ class Pipeline:
         readiness: bool = False,
         group_window: float = DEFAULT_WINDOW,
         strict: bool = False,
+        recovery_window: float = DEFAULT_RECOVERY_WINDOW,
     ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
         emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
-        recreation loop. See `Aggregator`. `strict`: nothing after the first event the filter rejects
+        recreation loop; `recovery_window` how long a crash-looping Pod must be Ready before its verdict
+        clears (pipeline.holds). See `Aggregator`. `strict`: nothing after the first event the filter rejects
         is looked at (`replay --strict`)."""
         self.strict = strict
         # the events the filter could not read, oldest first, for the caller to report and clear
@@ -36,25 +43,43 @@ class Pipeline:
         self.store = ViewStore()
         self.filter = EventFilter(self.store)
         self.aggregator = Aggregator(
-            self.store, clock=clock, synced=synced, readiness=readiness, group_window=group_window
+            self.store,
+            clock=clock,
+            synced=synced,
+            readiness=readiness,
+            group_window=group_window,
+            recovery_window=recovery_window,
         )
+        self._holds = self.aggregator.holds
         self.filter.group_matters = self.aggregator.group_matters
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
-        stop at the filter, and events it cannot read are added to `rejected`."""
-        apply = self.aggregator.apply
+        stop at the filter, and events it cannot read are added to `rejected`. Events' times are time
+        passing: a recovery window that ended before an update is closed before the update is applied,
+        and one that ended by the batch's last event (a dropped one too) by the end of the batch."""
+        aggregator = self.aggregator
+        apply, pending = aggregator.apply, self._holds.pending
         outputs: list[Output] = []
         if self.strict and self.rejected:
             return outputs
         for update in self.filter.updates(events):
             if type(update) is ObjectUpdate:
+                if update.time is not None and pending():
+                    outputs += aggregator.advance(update.time)
                 outputs += apply(update)
                 continue
             self.rejected.append(update)  # type: ignore[arg-type]
             if self.strict:
-                break
+                return outputs
+        if pending() and isinstance(events, list) and events:
+            last = events[-1]
+            outputs += aggregator.advance(last.time if type(last) is WatchEvent else _decode_time(last.time))
         return outputs
+
+    def tick(self, time: str) -> list[Output]:
+        """A live source's clock: time passed to `time` with no event (recovery windows end)."""
+        return self.aggregator.advance(time)
 
     def sync(self, time: str | None = None) -> list[Output]:
         """Every object has been listed once: decide what waited for that (statuses, readiness)."""

@@ -58,6 +58,12 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     component: ComponentKey | None
     finding: Finding | None
     group: GroupPod | None = None  # a LeaderWorkerSet group's Pod: what the group-recreation rule reads
+    # what holding a crash-loop verdict between restarts reads (pipeline.holds): whether the Pod is Ready,
+    # its containers' restarts in all (a restart while Ready starts the recovery window over), and
+    # whether it finished (Succeeded or Failed: it will not run again)
+    ready: bool = False
+    restarts: int = 0
+    finished: bool = False
 
 
 def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
@@ -81,6 +87,11 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         identity = group_identity(labels) if LWS_NAME in labels else None
         if identity is not None:
             group = GroupPod(*identity, ready, pod_failure(pod))
+    status = pod.status
+    restarts = 0
+    for statuses in (status.init_container_statuses, status.container_statuses):
+        for container in statuses:
+            restarts += container.restart_count
     return PodView(
         meta.uid,
         namespace,
@@ -89,6 +100,9 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         component if meta.deletion_timestamp is None else None,
         crash_loop(pod, ready),
         group,
+        ready,
+        restarts,
+        status.phase == "Succeeded" or status.phase == "Failed",
     )
 
 
@@ -267,7 +281,7 @@ class ViewStore:
     """The current view of every object the pipeline holds, once: the filter writes it (it decides what
     changed) and the aggregator reads it, so no object is held twice."""
 
-    __slots__ = ("by_type", "dcds", "deployments", "dgds", "lws", "pods")
+    __slots__ = ("by_type", "dcds", "deployments", "dgds", "held", "lws", "pods")
 
     def __init__(self) -> None:
         self.pods: dict[ObjectKey, PodView] = {}  # only Pods with the graph and component labels
@@ -275,6 +289,9 @@ class ViewStore:
         self.dcds: dict[ObjectKey, DcdView] = {}
         self.dgds: dict[ObjectKey, DgdView] = {}
         self.lws: dict[ObjectKey, LwsView] = {}
+        # the Pods whose crash-loop verdict is held between restarts (the aggregator's, pipeline.holds):
+        # the only ones whose readiness and restart count the filter must pass on
+        self.held: dict[ObjectKey, Any] = {}
         # the views of every kind but Pods, by their type: the filter's generic path
         self.by_type: dict[type, dict[ObjectKey, Any]] = {
             DeploymentView: self.deployments,

@@ -299,8 +299,10 @@ def crashing(name: str = "p-0", restarts: int = 2, exit_code: int = 1, **kw: Any
     return pod(name, containers=[container(restarts=restarts, exit_code=exit_code)], **kw)
 
 
-def healthy(name: str = "p-0", **kw: Any) -> dict[str, Any]:
-    return pod(name, containers=[container(state="running", restarts=0)], ready=True, **kw)
+def healthy(name: str = "p-0", restarts: int = 0, **kw: Any) -> dict[str, Any]:
+    """Running and Ready; `restarts` > 0: after crashes (the last exit 1), as a kubelet shows it."""
+    last_exit = 1 if restarts else None
+    return pod(name, containers=[container(state="running", restarts=restarts, last_exit=last_exit)], ready=True, **kw)
 
 
 def worker_pod(

@@ -171,7 +171,7 @@ def test_a_view_seen_again_after_a_serial_log_changed_the_pod_is_not_dropped(tmp
     first.write_text(_line("ADDED", CRASHING))
     middle.write_bytes(gzip.compress(_line("MODIFIED", HEALTHY).encode()))
     last.write_text(_line("MODIFIED", CRASHING))
-    code, out, err = replay_in_process(first, middle, last, jobs=2)
+    code, out, err = replay_in_process(first, middle, last, jobs=2, recovery_window=0)  # Ready clears at once
     assert (code, err) == (0, "")
     assert [line.split()[2] for line in out.decode().splitlines()] == [
         "CRASH-LOOPING",
@@ -187,7 +187,7 @@ def test_a_view_seen_again_after_a_list_line_changed_the_pod_is_not_dropped(tmp_
     log = tmp_path / "log.jsonl"
     listed = json.dumps({"kind": "PodList", "items": [HEALTHY]}) + "\n"  # read by the main process
     log.write_text(_line("ADDED", CRASHING) + listed + _line("MODIFIED", CRASHING))
-    code, out, _ = replay_in_process(log, jobs=2)
+    code, out, _ = replay_in_process(log, jobs=2, recovery_window=0)  # Ready clears at once
     assert code == 0
     assert [line.split()[2] for line in out.decode().splitlines()] == [
         "CRASH-LOOPING",

@@ -16,8 +16,10 @@ from stream.objects import LabelSelector, Pod, SelectorRequirement, read_labels
 
 
 class Harness:
-    def __init__(self) -> None:
-        pipeline = Pipeline()
+    def __init__(self, recovery_window: float = 0.0) -> None:
+        """`recovery_window` 0: a Pod Ready in place is recovered at once, as the rule alone reads it; the
+        window that holds a verdict between restarts has its own tests (test_holds.py) and the one below."""
+        pipeline = Pipeline(recovery_window=recovery_window)
         self.filter, self.aggregator = pipeline.filter, pipeline.aggregator  # fed apart: passed counts the filter
         self.passed = 0
 
@@ -47,13 +49,21 @@ def summary(changes: list[Any]) -> list[tuple[Any, ...]]:
 
 
 def test_crash_loop_then_recovery_emits_component_and_graph_changes_once() -> None:
-    h = Harness()
-    assert h.changes(event("ADDED", crashing(restarts=1))) == []
-    got = h.changes(event("MODIFIED", crashing(restarts=2)))
+    pipeline = Pipeline(recovery_window=90.0)
+
+    def changes(*evs: WatchEvent) -> list[ComponentChange | GraphChange]:
+        return [o for o in pipeline.feed(evs) if isinstance(o, ComponentChange | GraphChange)]
+
+    assert changes(event("ADDED", crashing(restarts=1), "2026-11-20T10:00:00Z")) == []
+    got = changes(event("MODIFIED", crashing(restarts=2), "2026-11-20T10:00:10Z"))
     assert summary(got) == [("component", "worker", ("p-0", 2, 1)), ("graph", "g", True, ("worker",))]
     assert got[1].reason == "component_crash_looping"  # type: ignore[union-attr]
-    got = h.changes(event("MODIFIED", healthy()))
+    # Ready in place: the verdict holds for the recovery window, then clears once, at the window's end
+    assert changes(event("MODIFIED", healthy(restarts=3), "2026-11-20T10:00:20Z")) == []
+    assert pipeline.tick("2026-11-20T10:01:49Z") == []
+    got = [o for o in pipeline.tick("2026-11-20T10:01:51Z") if isinstance(o, ComponentChange | GraphChange)]
     assert summary(got) == [("component", "worker", None), ("graph", "g", False, ())]
+    assert {o.time for o in got} == {"2026-11-20T10:01:50Z"}
 
 
 def test_filter_drops_resource_version_annotation_and_unrelated_status_changes() -> None:

@@ -20,7 +20,7 @@ def dgd_wants(out: Sequence[object]) -> list[tuple[str | None, str, str]]:
 
 
 def test_a_grove_graph_fails_with_no_dcd_and_clears_from_what_grove_reports() -> None:
-    pipeline = Pipeline()
+    pipeline = Pipeline(recovery_window=0)  # Ready in place clears at once (the window: test_holds.py)
     grove = {"VllmWorker": ("PodClique", 2, 2, 1), "Frontend": ("PodClique", 1, 1, 1)}
     out = feed(pipeline, [event("ADDED", grove_dgd(grove)), event("ADDED", crashing("w-0", pod_labels=None))])
     assert [(s, r) for s, r, _ in dgd_wants(out)] == [("failed", "component_crash_looping")]
@@ -29,7 +29,7 @@ def test_a_grove_graph_fails_with_no_dcd_and_clears_from_what_grove_reports() ->
     out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
     assert dgd_wants(out) == [("pending", "pods_not_ready", "Resources not ready: VllmWorker: scheduled but ready=1/2")]
     # had Grove counted every replica ready when the crash loop ended, the clearing would say successful
-    pipeline = Pipeline()
+    pipeline = Pipeline(recovery_window=0)
     ready = {"VllmWorker": ("PodClique", 2, 2, 2), "Frontend": ("PodCliqueScalingGroup", 1, 1, 1)}
     feed(pipeline, [event("ADDED", grove_dgd(ready)), event("ADDED", crashing("w-0", pod_labels=None))])
     out = feed(pipeline, [event("MODIFIED", healthy("w-0"))])
@@ -37,7 +37,7 @@ def test_a_grove_graph_fails_with_no_dcd_and_clears_from_what_grove_reports() ->
 
 
 def test_a_grove_component_still_updating_and_a_dcd_not_ready_are_mixed_reasons() -> None:
-    pipeline = Pipeline()
+    pipeline = Pipeline(recovery_window=0)
     out = feed(
         pipeline,
         [

@@ -42,7 +42,7 @@ def summary(found: list[Occurrence]) -> list[tuple[str, str, str]]:
 
 
 def test_a_crash_loop_its_restarts_and_its_recovery_are_occurrences_on_the_dcd_and_the_dgd() -> None:
-    pipeline = Pipeline(synced=False)
+    pipeline = Pipeline(synced=False, recovery_window=0)  # Ready in place clears at once here
     feed(pipeline, dgd(), dcd("g-worker"))
     assert occurrences(pipeline.sync()) == []  # nothing failing: no write, no Event
     first = occurrences(feed(pipeline, crashing(restarts=2)))

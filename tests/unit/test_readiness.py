@@ -77,7 +77,7 @@ def test_a_written_failure_fails_it_only_for_the_current_generation() -> None:
 
 
 def test_a_change_is_emitted_once_and_nothing_before_the_list_ends() -> None:
-    pipeline = Pipeline(synced=False, readiness=True)
+    pipeline = Pipeline(synced=False, readiness=True, recovery_window=0)  # Ready in place clears at once here
     out = pipeline.feed([event("ADDED", dgd()), event("ADDED", crashing(restarts=2))])
     assert out and not [o for o in out if isinstance(o, GraphReadiness | Listed)]
     out = pipeline.sync()

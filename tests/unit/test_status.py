@@ -11,8 +11,9 @@ from stream.objects import Condition
 
 
 def run(*events: WatchEvent | None) -> list[StatusWanted]:
-    """Feed events; a None stands where the initial list ends (the watcher is synced from there)."""
-    pipeline = Pipeline(synced=None not in events)
+    """Feed events; a None stands where the initial list ends (the watcher is synced from there). A Pod
+    Ready in place is recovered at once here (no recovery window: that has its own tests)."""
+    pipeline = Pipeline(synced=None not in events, recovery_window=0)
     out: list[StatusWanted] = []
     for ev in events:
         outputs = pipeline.sync() if ev is None else pipeline.feed([ev])
