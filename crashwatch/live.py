@@ -396,7 +396,7 @@ async def _watch(
     finally:
         life.replan = lambda: None
         if recorder is not None:
-            recorder.close()
+            recorder.close(now_rfc3339())
             log(f"recorded {recorder.count} events to {options.record}")
     if code == exitcodes.OK and isinstance(judge, GraphWaiter) and judge.result is not None:
         code = WAIT_CODES[judge.result]
