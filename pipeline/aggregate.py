@@ -11,6 +11,7 @@ Index keys are dropped when their sets empty, so churn does not grow memory.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any, Generic, TypeVar
 
@@ -21,6 +22,7 @@ from pipeline.filter import ObjectUpdate
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
 from pipeline.groups import (
     DEFAULT_WINDOW,
+    GONE_GRACE,
     MIN_RECREATIONS,
     GroupHistory,
     GroupKey,
@@ -150,6 +152,8 @@ class Aggregator:
         self.holds = Holds(store.held, recovery_window)
         self.group_window = group_window
         self._groups: dict[GroupKey, GroupHistory] = {}
+        # (when its grace ends, group) for groups left without a Pod: stale entries are skipped when due
+        self._gone_deadlines: list[tuple[float, GroupKey]] = []
         self._groups_of: Index[ComponentKey, GroupKey] = Index()
         # the groups on a loop's streak (recreated often enough, each after a failure), by component: the
         # only ones that can be found looping, unless their LeaderWorkerSet failed
@@ -237,21 +241,35 @@ class Aggregator:
             case LwsView() as lws:
                 return self._apply_lws(change.key, lws if upsert else None, change.time)
 
+    def pending(self) -> bool:
+        """Whether something waits for time to pass (only then need events' times be read)."""
+        return self.holds.pending() or bool(self._gone_deadlines)
+
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
-        ended by then are crash-looping no more, each at the moment its window ended."""
+        ended by then are crash-looping no more, and the LeaderWorkerSet groups without a Pod for their
+        grace are gone, each at the moment its time ran out, in that order."""
         now = seconds(time)
         if now is None:
             return []
-        outputs: list[Output] = []
+        due: list[tuple[float, list[ComponentKey]]] = []
         for deadline, key in self.holds.due(now):
             view = self.pods.get(key)
             component = view.component if view is not None else None
             state = self._components.get(component) if component is not None else None
-            if state is None or component is None:
-                continue
-            state.looping.discard(key)
-            outputs += self._settle([component], rfc3339(deadline))
+            if state is not None and component is not None:
+                state.looping.discard(key)
+                due.append((deadline, [component]))
+        gone = self._gone_deadlines
+        while gone and gone[0][0] <= now:
+            deadline, group_key = heapq.heappop(gone)
+            history = self._groups.get(group_key)
+            emptied = history.emptied if history is not None else None
+            if history is not None and not history.pods and emptied is not None and emptied + GONE_GRACE == deadline:
+                due.append((deadline, self._drop_group(group_key, history)))
+        outputs: list[Output] = []
+        for deadline, components in sorted(due, key=lambda d: d[0]):
+            outputs += self._settle(components, rfc3339(deadline))
         return outputs
 
     # --- Pods ---------------------------------------------------------------------------------------
@@ -310,7 +328,7 @@ class Aggregator:
                 history = self._groups.get(old_key)
                 if history is not None:
                     history.observe(name, old.uid, None, None, self.group_window)
-                    touched += self._left_group(old_key, history)
+                    touched += self._left_group(old_key, history, time)
         if new is not None and new_group is not None and new.component is not None:
             group_key = (namespace, new_group.lws, new_group.group)
             history = self._groups.get(group_key)
@@ -378,12 +396,18 @@ class Aggregator:
                 return False
         return True
 
-    def _left_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
+    def _left_group(self, group_key: GroupKey, history: GroupHistory, time: str | None) -> list[ComponentKey]:
         """A Pod left the group: a group with no Pods, no streak and no failure waiting for a recreation has
-        nothing to remember and goes. Its component is returned when its groups changed, or when whether
+        nothing to remember and goes; one that has is given `GONE_GRACE` (by the events' time) to come back
+        before it is taken for gone. Its component is returned when its groups changed, or when whether
         this group's Pods are all Ready can decide the verdict."""
         if not (history.pods or history.streak or history.failure is not None):
             return self._drop_group(group_key, history)
+        if not history.pods:
+            when = seconds(time)
+            if when is not None:
+                history.emptied = when
+                heapq.heappush(self._gone_deadlines, (when + GONE_GRACE, group_key))
         return [history.component] if history.component is not None and self._group_matters(group_key) else []
 
     def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:

@@ -29,6 +29,9 @@ LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 MIN_RECREATIONS = 2
 DEFAULT_WINDOW = 600.0  # seconds: --group-window
+# seconds a group may have no Pod at all before it is taken for gone (scaled down, its LWS deleted where the
+# LWS itself is not watched): LWS recreates a group within seconds, paced by the kubelet's deletions
+GONE_GRACE = 30.0
 LOOP_MARK = " is recreation-looping: "  # in every group finding's text: a status that says it is ours
 
 GroupKey = tuple[str, str, str]  # namespace, LeaderWorkerSet, group index
@@ -134,7 +137,7 @@ def seconds(time: str | None) -> float | None:
 class GroupHistory:
     """One group's recent recreations, its current Pods, and the failure a recreation would follow."""
 
-    __slots__ = ("component", "failure", "last_failure", "last_time", "leader_uid", "pods", "streak")
+    __slots__ = ("component", "emptied", "failure", "last_failure", "last_time", "leader_uid", "pods", "streak")
 
     def __init__(self) -> None:
         # the names of its current Pods; their readiness is read from the Pods' views when it is needed,
@@ -146,6 +149,7 @@ class GroupHistory:
         self.streak = 0
         self.last_time: float | None = None
         self.component: tuple[str, str, str] | None = None
+        self.emptied: float | None = None  # when its last Pod left, while it has none
 
     def observe(self, name: str, uid: str, pod: GroupPod | None, time: str | None, window: float) -> None:
         """A Pod of the group appeared, changed (`pod`) or left (None), at `time` (RFC 3339: read only when
@@ -160,6 +164,7 @@ class GroupHistory:
         if pod.failure is not None:
             self.failure = pod.failure
         self.pods.add(name)
+        self.emptied = None
 
     def _recreated(self, when: float | None, window: float) -> None:
         if self.failure is None:  # not after a failure: a rollout or a delete by hand ends the streak

@@ -50,7 +50,6 @@ class Pipeline:
             group_window=group_window,
             recovery_window=recovery_window,
         )
-        self._holds = self.aggregator.holds
         self.filter.group_matters = self.aggregator.group_matters
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
@@ -59,7 +58,7 @@ class Pipeline:
         passing: a recovery window that ended before an update is closed before the update is applied,
         and one that ended by the batch's last event (a dropped one too) by the end of the batch."""
         aggregator = self.aggregator
-        apply, pending = aggregator.apply, self._holds.pending
+        apply, pending = aggregator.apply, aggregator.pending
         outputs: list[Output] = []
         if self.strict and self.rejected:
             return outputs
