@@ -22,7 +22,6 @@ from pipeline.filter import ObjectUpdate
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
 from pipeline.groups import (
     DEFAULT_WINDOW,
-    GONE_GRACE,
     MIN_RECREATIONS,
     GroupHistory,
     GroupKey,
@@ -247,8 +246,8 @@ class Aggregator:
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
-        ended by then are crash-looping no more, and the LeaderWorkerSet groups without a Pod for their
-        grace are gone, each at the moment its time ran out, in that order."""
+        ended by then are crash-looping no more, and the LeaderWorkerSet groups without a Pod for the
+        group window are gone, each at the moment its time ran out, in that order."""
         now = seconds(time)
         if now is None:
             return []
@@ -260,12 +259,12 @@ class Aggregator:
             if state is not None and component is not None:
                 state.looping.discard(key)
                 due.append((deadline, [component]))
-        gone = self._gone_deadlines
+        gone, window = self._gone_deadlines, self.group_window
         while gone and gone[0][0] <= now:
             deadline, group_key = heapq.heappop(gone)
             history = self._groups.get(group_key)
             emptied = history.emptied if history is not None else None
-            if history is not None and not history.pods and emptied is not None and emptied + GONE_GRACE == deadline:
+            if history is not None and not history.pods and emptied is not None and emptied + window == deadline:
                 due.append((deadline, self._drop_group(group_key, history)))
         outputs: list[Output] = []
         for deadline, components in sorted(due, key=lambda d: d[0]):
@@ -328,7 +327,7 @@ class Aggregator:
                 history = self._groups.get(old_key)
                 if history is not None:
                     history.observe(name, old.uid, None, None, self.group_window)
-                    touched += self._left_group(old_key, history, time)
+                    touched += self._left_group(old_key, history, time if new is None else None)
         if new is not None and new_group is not None and new.component is not None:
             group_key = (namespace, new_group.lws, new_group.group)
             history = self._groups.get(group_key)
@@ -396,18 +395,21 @@ class Aggregator:
                 return False
         return True
 
-    def _left_group(self, group_key: GroupKey, history: GroupHistory, time: str | None) -> list[ComponentKey]:
+    def _left_group(self, group_key: GroupKey, history: GroupHistory, deleted: str | None) -> list[ComponentKey]:
         """A Pod left the group: a group with no Pods, no streak and no failure waiting for a recreation has
-        nothing to remember and goes; one that has is given `GONE_GRACE` (by the events' time) to come back
-        before it is taken for gone. Its component is returned when its groups changed, or when whether
-        this group's Pods are all Ready can decide the verdict."""
+        nothing to remember and goes; one that has is given the group window from its last Pod's deletion
+        (`deleted`: that time; a Pod still terminating has not gone yet, and LWS recreates a group only
+        once the old Pods are gone) to come back: a recreation later than that could not go on a loop
+        anyway, so the group is gone (scaled down, or its LWS deleted, in a log without the LWS object). Its
+        component is returned when its groups changed, or when whether this group's Pods are all Ready can
+        decide the verdict."""
         if not (history.pods or history.streak or history.failure is not None):
             return self._drop_group(group_key, history)
         if not history.pods:
-            when = seconds(time)
+            when = seconds(deleted)
             if when is not None:
                 history.emptied = when
-                heapq.heappush(self._gone_deadlines, (when + GONE_GRACE, group_key))
+                heapq.heappush(self._gone_deadlines, (when + self.group_window, group_key))
         return [history.component] if history.component is not None and self._group_matters(group_key) else []
 
     def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:

@@ -29,9 +29,6 @@ LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 MIN_RECREATIONS = 2
 DEFAULT_WINDOW = 600.0  # seconds: --group-window
-# seconds a group may have no Pod at all before it is taken for gone (scaled down, its LWS deleted where the
-# LWS itself is not watched): LWS recreates a group within seconds, paced by the kubelet's deletions
-GONE_GRACE = 30.0
 LOOP_MARK = " is recreation-looping: "  # in every group finding's text: a status that says it is ours
 
 GroupKey = tuple[str, str, str]  # namespace, LeaderWorkerSet, group index

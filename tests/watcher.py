@@ -15,7 +15,6 @@ from typing import IO
 
 from cli import crashwatch_command
 
-
 # The stand-in kubelet (tests/kube.py) makes a crash-looping Pod Ready in place; a real one is Ready for a
 # moment between crashes too, which the recovery window (default 1m30s) is there to hold through. These
 # tests see that recovery after one second of Ready, through the live clock, unless a test names a window.

@@ -201,22 +201,24 @@ def test_a_held_loop_found_again_in_the_same_words_is_no_new_line() -> None:
 
 def test_a_looping_group_deleted_and_never_recreated_is_gone_after_its_grace() -> None:
     """Scaled down while looping, in a log without the LeaderWorkerSet object: LWS would have recreated
-    the group within seconds, so a group with no Pod for GONE_GRACE (by the events' time) is gone."""
+    the group within seconds, and a recreation further than the group window from the last one is no
+    loop: a group with no Pod for the window from its last Pod's deletion (by the events' time) is gone."""
     pipeline = Pipeline(group_window=WINDOW)
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), incarnation(3, 20))  # its Pods deleted at 26
     assert [c.finding is not None for c in components(out)] == [True]
-    assert components(pipeline.tick(at(26 + 29))) == []  # within the grace: a recreation may still come
-    out = pipeline.tick(at(26 + 31))
-    assert [(c.time, c.finding) for c in components(out)] == [(at(26 + 30), None)]
+    grace = int(WINDOW)
+    assert components(pipeline.tick(at(26 + grace - 1))) == []  # within the grace: a recreation may still come
+    out = pipeline.tick(at(26 + grace + 1))
+    assert [(c.time, c.finding) for c in components(out)] == [(at(26 + grace), None)]
     graphs = [o for o in out if isinstance(o, GraphChange)]
-    assert [(g.time, g.failed) for g in graphs] == [(at(26 + 30), False)]
+    assert [(g.time, g.failed) for g in graphs] == [(at(26 + grace), False)]
     assert components(pipeline.tick(at(3000))) == []
 
 
 def test_a_group_recreated_within_its_grace_stays_looping() -> None:
     pipeline = Pipeline(group_window=WINDOW)
     feed(pipeline, incarnation(1, 0), incarnation(2, 10), incarnation(3, 20))  # deleted at 26
-    out = feed(pipeline, [event("ADDED", lws_pod(incarnation=4), time=at(50))])  # back within 30 s
+    out = feed(pipeline, [event("ADDED", lws_pod(incarnation=4), time=at(26 + 20))])  # back within the grace
     assert [c.finding is not None for c in components(out)] == [True]  # the count goes on: recreated 3 times
-    assert components(pipeline.tick(at(26 + 31))) == []
+    assert components(pipeline.tick(at(26 + int(WINDOW) + 1))) == []
     assert components(pipeline.tick(at(600))) == []
