@@ -251,6 +251,11 @@ class Aggregator:
         now = seconds(time)
         if now is None:
             return []
+        gone, window = self._gone_deadlines, self.group_window
+        if now < self.holds.earliest() and (not gone or now < gone[0][0]):  # the usual case: nothing due
+            if self.holds.now is None or now > self.holds.now:
+                self.holds.now = now
+            return []
         due: list[tuple[float, list[ComponentKey]]] = []
         for deadline, key in self.holds.due(now):
             view = self.pods.get(key)
@@ -259,7 +264,6 @@ class Aggregator:
             if state is not None and component is not None:
                 state.looping.discard(key)
                 due.append((deadline, [component]))
-        gone, window = self._gone_deadlines, self.group_window
         while gone and gone[0][0] <= now:
             deadline, group_key = heapq.heappop(gone)
             history = self._groups.get(group_key)

@@ -217,14 +217,15 @@ class EventFilter:
             same_labels = old.labels == view.labels
             same_component = old.component == view.component
             if same_labels and same_component and old.finding == view.finding and old.uid == view.uid:
-                same_life = old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
-                if old.group == view.group and same_life:
-                    return None
-                # readiness and restarts matter to a Pod whose crash-loop verdict is held (pipeline.holds),
+                # readiness and restarts matter only to a Pod whose crash-loop verdict is held
+                # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
                 # and to a LeaderWorkerSet group's Pods as the group's state says
-                if key not in self._held and (
-                    old.group == view.group or self._quiet_flip(old.namespace, old.group, view.group)
-                ):
+                if old.group == view.group:
+                    if key not in self._held or (
+                        old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
+                    ):
+                        return None
+                elif key not in self._held and self._quiet_flip(old.namespace, old.group, view.group):
                     # kept (whoever reads the group's readiness later reads it here), not passed on
                     self._pods[key] = msgspec.structs.replace(
                         view, namespace=old.namespace, labels=old.labels, component=old.component

@@ -126,7 +126,7 @@ def seconds(time: str | None) -> float | None:
     if not time:
         return None
     try:
-        return datetime.datetime.fromisoformat(time.replace("Z", "+00:00")).timestamp()
+        return datetime.datetime.fromisoformat(time).timestamp()  # "Z" is read since Python 3.11
     except ValueError:
         return None
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import heapq
+import math
 from collections.abc import Iterator
 
 from pipeline.crashloop import Finding
@@ -55,6 +56,10 @@ class Holds:
     def pending(self) -> bool:
         """Whether some deadline waits for time to pass (only then need times be read)."""
         return bool(self._deadlines)
+
+    def earliest(self) -> float:
+        """The first deadline (infinity without one)."""
+        return self._deadlines[0][0] if self._deadlines else math.inf
 
     def observe(self, key: ObjectKey, view: PodView | None, time: str | None) -> Finding | None:
         """The finding the Pod's verdict holds after this observation of it (None: not crash-looping).

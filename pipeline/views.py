@@ -89,8 +89,10 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
             group = GroupPod(*identity, ready, pod_failure(pod))
     status = pod.status
     restarts = 0
-    for statuses in (status.init_container_statuses, status.container_statuses):
-        for container in statuses:
+    for container in status.container_statuses:
+        restarts += container.restart_count
+    if status.init_container_statuses:
+        for container in status.init_container_statuses:
             restarts += container.restart_count
     return PodView(
         meta.uid,
