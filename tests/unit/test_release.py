@@ -61,10 +61,10 @@ def test_the_sdist_and_wheel_carry_full_metadata_and_pass_twine_check(tmp_path: 
     assert metadata["License-Expression"] == project["license"] and f"{info}/licenses/LICENSE" in files
     assert metadata["Requires-Python"] == project["requires-python"]
     assert metadata["Description-Content-Type"] == "text/markdown"
-    assert metadata.get_payload().startswith("# crashwatch")  # the README, whole
-    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL"))
+    assert str(metadata.get_payload()).startswith("# crashwatch")  # the README, whole
+    urls = {name: url for name, _, url in (line.partition(", ") for line in metadata.get_all("Project-URL", []))}
     assert urls == project["urls"]
-    assert set(metadata.get_all("Classifier")) == set(project["classifiers"])
+    assert set(metadata.get_all("Classifier", [])) == set(project["classifiers"])
     for name, target in project["scripts"].items():
         assert f"{name} = {target}" in entry_points
     assert "kubectl-crashwatch" in project["scripts"]
