@@ -33,7 +33,7 @@ def for_of(alert: str) -> int:
     return duration_seconds(rules()[alert]["for"])
 
 
-def annotations(alert: str, labels: dict[str, str], value: str = "") -> dict[str, str]:
+def rendered_annotations(alert: str, labels: dict[str, str], value: str = "") -> dict[str, str]:
     """The rule's annotations as Prometheus renders them: they use `{{ $labels.NAME }}` and `{{ $value }}`
     only (checked here), so substitution is their rendering; promtool checks that it matches its own."""
     rendered = {}
@@ -64,7 +64,10 @@ def fires(alert: str, at: int, *alerts: dict[str, str], value: str = "") -> dict
         "eval_time": f"{at}s",
         "alertname": alert,
         "exp_alerts": [
-            {"exp_labels": {**labels, "severity": severity}, "exp_annotations": annotations(alert, labels, value)}
+            {
+                "exp_labels": {**labels, "severity": severity},
+                "exp_annotations": rendered_annotations(alert, labels, value),
+            }
             for labels in alerts
         ],
     }
