@@ -369,6 +369,23 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
     assert status == 200
     for line in w.snapshot(w.err):
         assert "forbidden" not in line.lower(), line
+    # the API server's audit log: the chart's identity sent the writes a crash loop takes, none refused
+    events = control_plane.audit_events(f"system:serviceaccount:{where}:{account}")
+    assert [e["requestURI"] for e in events if e["responseStatus"]["code"] == 403] == []
+    sent = {
+        (e["verb"], e["objectRef"]["resource"] + "/" + e["objectRef"].get("subresource", ""))
+        for e in events
+        if "objectRef" in e
+    }
+    expected = {
+        ("patch", "dynamographdeployments/status"),
+        ("patch", "dynamocomponentdeployments/status"),
+        ("create", "events/"),
+        ("list", "pods/"),
+        ("watch", "pods/"),
+    }
+    assert expected <= sent, expected - sent
+    assert {("create", "leases/"), ("update", "leases/")} & sent  # the Lease taken, in the release's namespace
 
     # the scrape, through the chart's own PrometheusRule, in promtool: the alert fires after its `for`
     rendered = helm.template("--set", "prometheusRule.enabled=true", release=release, namespace=where)
