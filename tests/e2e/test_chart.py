@@ -201,6 +201,27 @@ def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(h
         assert settings is not None
         leases.add(settings.name)
     assert leases == {f"crashwatch-{n}" for n in range(4)}
+    # twins: a second StatefulSet whose Pod I runs shard I on the same Lease; neither selects the other's
+    docs = helm.template("--set", "shards.enabled=true", "--set", "shards.replicasPerShard=2")
+    first, second = [d for d in docs if d["kind"] == "StatefulSet"]
+    assert (first["metadata"]["name"], second["metadata"]["name"]) == ("crashwatch", "crashwatch-b")
+    for ordinal in range(3):
+        (a,), (b,) = pod_spec(first)["containers"], pod_spec(second)["containers"]
+        assert [x.replace("$(SHARD_INDEX)", str(ordinal)) for x in a["args"]] == [
+            x.replace("$(SHARD_INDEX)", str(ordinal)) for x in b["args"]
+        ]
+    selectors = [s["spec"]["selector"]["matchLabels"] for s in (first, second)]
+    for mine, other in ((first, selectors[1]), (second, selectors[0])):
+        labels = mine["spec"]["template"]["metadata"]["labels"]
+        assert mine["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert not other.items() <= labels.items()
+        assert mine["spec"]["serviceName"] == one(docs, "Service")["metadata"]["name"]
+    # the Service and the budget cover both
+    for selector in (
+        one(docs, "Service")["spec"]["selector"],
+        one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+    ):
+        assert all(selector.items() <= s["spec"]["template"]["metadata"]["labels"].items() for s in (first, second))
 
 
 def test_the_monitoring_objects_carry_the_plain_files_and_select_the_service(helm: Helm) -> None:

@@ -40,6 +40,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 metadata:
   labels:
     {{- include "crashwatch.selectorLabels" . | nindent 4 }}
+    {{- with .shardSet }}
+    app.kubernetes.io/component: {{ . | quote }}
+    {{- end }}
     {{- with .Values.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
