@@ -1,0 +1,153 @@
+{{- define "crashwatch.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "crashwatch.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "crashwatch.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "crashwatch.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "crashwatch.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "crashwatch.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "crashwatch.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "crashwatch.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* The watcher's Pod template, for the Deployment and the shards' StatefulSet alike. */}}
+{{- define "crashwatch.podTemplate" -}}
+metadata:
+  labels:
+    {{- include "crashwatch.selectorLabels" . | nindent 4 }}
+    {{- with .shardSet }}
+    app.kubernetes.io/component: {{ . | quote }}
+    {{- end }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.podAnnotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "crashwatch.serviceAccountName" . }}
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  affinity:
+    {{- if .Values.affinity }}
+    {{- toYaml .Values.affinity | nindent 4 }}
+    {{- else }}
+    podAntiAffinity:
+      preferredDuringSchedulingIgnoredDuringExecution:
+        - weight: 100
+          podAffinityTerm:
+            topologyKey: kubernetes.io/hostname
+            labelSelector:
+              matchLabels:
+                {{- include "crashwatch.selectorLabels" . | nindent 16 }}
+    {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: crashwatch
+      image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      {{- if .Values.shards.enabled }}
+      env:
+        - name: SHARD_INDEX
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+      {{- end }}
+      args:
+        - run
+        {{- range .Values.namespaces }}
+        - --namespace
+        - {{ . | quote }}
+        {{- else }}
+        - --all-namespaces
+        {{- end }}
+        - --output
+        - json
+        - --log-format
+        - {{ .Values.logFormat }}
+        - --http-address
+        - {{ printf ":%d" (int .Values.http.port) | quote }}
+        {{- if not .Values.events }}
+        - --events=false
+        {{- end }}
+        {{- if .Values.shards.enabled }}
+        - --shard-index
+        - $(SHARD_INDEX)
+        - --shard-count
+        - {{ .Values.shards.count | quote }}
+        {{- end }}
+        {{- if .Values.leaderElection.enabled }}
+        - --leader-elect
+        - --leader-election-id
+        - {{ include "crashwatch.fullname" . }}
+        - --leader-elect-lease-duration
+        - {{ .Values.leaderElection.leaseDuration }}
+        - --leader-elect-renew-deadline
+        - {{ .Values.leaderElection.renewDeadline }}
+        - --leader-elect-retry-period
+        - {{ .Values.leaderElection.retryPeriod }}
+        {{- end }}
+        {{- range .Values.extraArgs }}
+        - {{ . | quote }}
+        {{- end }}
+      ports:
+        - name: http
+          containerPort: {{ .Values.http.port }}
+      # ready once every watch has listed, leader or not; alive while the process answers
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: http
+        periodSeconds: 5
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: http
+        periodSeconds: 20
+        failureThreshold: 3
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+{{- end }}

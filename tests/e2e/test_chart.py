@@ -1,0 +1,487 @@
+"""The Helm chart (charts/crashwatch) with the real Helm 4: `helm lint` and `helm template` (the values
+schema refusing bad values, the RBAC equal to k8s/watcher's, the Pods' commands ones crashwatch takes,
+the PrometheusRule equal to the plain rules file), then on the real control plane `helm install`, the
+watcher's command run with a token of the chart's ServiceAccount through a crash loop (the grants
+suffice), its /metrics scrape fed to promtool until the crash-loop alert fires, and `helm upgrade` and
+`helm uninstall` leaving nothing of the release behind.
+
+No kubelet runs here: the chart's Pods are created and stay Pending, so `helm install --wait` is shown on
+what can become ready without one (replicas: 0), and the watcher itself runs as a local process with the
+Pod's arguments and the ServiceAccount's identity."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import envtest
+import pytest
+import yaml
+from dynamo import crash_loop_written, labelled_pod, make_graph
+from kube import NODE, ApiError, Kube, crash_loop, eventually, make_ready
+from promtool_bin import promtool
+from scrapes import METRIC, Target, duration_seconds, input_series, names
+from waiters_bin import waiters_bin
+from watcher import Watcher, http_get
+
+from crashwatch.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / "crashwatch"
+WATCHER = ROOT / "k8s" / "watcher"
+MONITORING = ROOT / "k8s" / "monitoring"
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+
+
+class Helm:
+    """The real helm binary, with homes of its own; against the test control plane when given one."""
+
+    def __init__(self, home: Path, kubeconfig: Path | None = None) -> None:
+        self.binary = waiters_bin() / "helm"
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+        if kubeconfig is not None:
+            self.env["KUBECONFIG"] = str(kubeconfig)
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=180)
+
+    def ok(self, *args: str) -> str:
+        done = self.run(*args)
+        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def template(
+        self, *values: str, release: str = "crashwatch", namespace: str = "crashwatch"
+    ) -> list[dict[str, Any]]:
+        out = self.ok("template", release, str(CHART), "--namespace", namespace, *values)
+        return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(tmp_path_factory.mktemp("helm"))
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    (found,) = [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+    return found
+
+
+def kinds(docs: list[dict[str, Any]]) -> list[str]:
+    return sorted(d["kind"] for d in docs)
+
+
+def watcher_manifest(name: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((WATCHER / name).read_text())
+    return doc
+
+
+def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = workload["spec"]["template"]["spec"]
+    return spec
+
+
+# --- lint, schema, template ----------------------------------------------------------------------------
+
+
+def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm: Helm) -> None:
+    out = helm.ok("lint", "--strict", str(CHART))
+    assert "1 chart(s) linted, 0 chart(s) failed" in out
+    for bad, why in [
+        (("--set", "replicas=0"), "replicas"),  # a Deployment of none: no watcher, and no PDB can hold
+        (("--set", "http.port=80"), "port"),  # uid 10001 binds no port below 1024
+        (("--set", "leaderElection.leaseDuration=15"), "leaseDuration"),  # a duration needs its unit
+        (("--set", "logFormat=xml"), "logFormat"),
+        (("--set", "prometheusRule.for.CrashwatchTypo=5m"), "CrashwatchTypo"),
+        (("--set", "terminationGracePeriodSeconds=5"), "terminationGracePeriodSeconds"),
+        (("--set", "replica=3"), "replica"),  # a misspelt key is not silently ignored
+    ]:
+        done = helm.run("lint", "--strict", str(CHART), *bad)
+        assert done.returncode != 0 and why in done.stdout + done.stderr, (bad, done.stdout, done.stderr)
+        done = helm.run("template", "x", str(CHART), *bad)
+        assert done.returncode != 0 and "schema" in done.stderr, (bad, done.stderr)
+
+
+def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: Helm) -> None:
+    docs = helm.template(release="cw", namespace="ops")
+    assert one(docs, "ClusterRole")["rules"] == watcher_manifest("clusterrole.yaml")["rules"]
+    assert one(docs, "Role")["rules"] == watcher_manifest("role.yaml")["rules"]
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    subject = [{"kind": "ServiceAccount", "name": account, "namespace": "ops"}]
+    for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
+        binding = one(docs, kind)
+        assert binding["subjects"] == subject
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": role,
+            "name": one(docs, role)["metadata"]["name"],
+        }
+    assert pod_spec(one(docs, "Deployment"))["serviceAccountName"] == account
+    # what is optional goes with what needs it: no Events, no events grant; no LeaderWorkerSets ...
+    docs = helm.template("--set", "events=false", "--set", "rbac.leaderWorkerSets=false")
+    resources = {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
+    assert "events" not in resources and "leaderworkersets" not in resources
+    assert "--events=false" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    docs = helm.template("--set", "leaderElection.enabled=false", "--set", "rbac.namespaces=true")
+    assert "Role" not in kinds(docs) and "RoleBinding" not in kinds(docs)
+    assert ["namespaces"] in [rule["resources"] for rule in one(docs, "ClusterRole")["rules"]]
+    assert "--leader-elect" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+
+
+def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(helm: Helm) -> None:
+    docs = helm.template()
+    deployment = one(docs, "Deployment")
+    ours, theirs = pod_spec(deployment), pod_spec(watcher_manifest("deployment.yaml"))
+    (container,), (reference,) = ours["containers"], theirs["containers"]
+    args = build_parser().parse_args(container["args"])
+    expected = build_parser().parse_args(reference["args"])
+    assert (args.command, args.all_namespaces, args.http_address, args.format) == (
+        expected.command,
+        expected.all_namespaces,
+        expected.http_address,
+        expected.format,
+    )
+    assert args.leader_elect and args.leader_election_id == "crashwatch"
+    assert args.leader_election_namespace is None  # the Pod's own, where the Role is
+    assert (args.leader_elect_lease_duration, args.leader_elect_renew_deadline, args.leader_elect_retry_period) == (
+        15.0,
+        10.0,
+        2.0,
+    )
+    assert ours["terminationGracePeriodSeconds"] > args.grace_period
+    for key in ("readinessProbe", "livenessProbe", "resources", "securityContext", "ports"):
+        assert container[key] == reference[key], key  # the sizing guide's figures; the image's user
+    assert ours["securityContext"] == theirs["securityContext"]
+    assert container["image"] == f"crashwatch:{yaml.safe_load((CHART / 'Chart.yaml').read_text())['appVersion']}"
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"] == watcher_manifest("deployment.yaml")["spec"]["strategy"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"] == labels
+    (term,) = ours["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["labelSelector"]["matchLabels"] == labels
+    assert one(docs, "PodDisruptionBudget")["spec"] == {"minAvailable": 1, "selector": {"matchLabels": labels}}
+    service = one(docs, "Service")
+    assert service["spec"]["selector"] == labels
+    assert service["spec"]["ports"] == [{"name": "http", "port": 8080, "targetPort": "http"}]
+    # -n instead of -A; a single replica gets no budget that would block every drain
+    docs = helm.template("--set", "namespaces={a,b}", "--set", "replicas=1")
+    args = build_parser().parse_args(pod_spec(one(docs, "Deployment"))["containers"][0]["args"])
+    assert (args.namespaces, args.all_namespaces) == (["a", "b"], False)
+    assert "PodDisruptionBudget" not in kinds(docs)
+
+
+def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: Helm) -> None:
+    docs = helm.template("--set", "shards.enabled=true", "--set", "shards.count=4")
+    assert "Deployment" not in kinds(docs)
+    statefulset = one(docs, "StatefulSet")
+    spec = statefulset["spec"]
+    assert spec["replicas"] == 4 and spec["serviceName"] == one(docs, "Service")["metadata"]["name"]
+    assert one(docs, "Service")["spec"]["clusterIP"] == "None"
+    assert one(docs, "PodDisruptionBudget")["spec"]["maxUnavailable"] == 1
+    (container,) = pod_spec(statefulset)["containers"]
+    (env,) = container["env"]
+    assert env["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.labels['apps.kubernetes.io/pod-index']"
+    from crashwatch.cli import _leader_settings
+
+    parser, leases = build_parser(), set()
+    for ordinal in range(4):
+        args = parser.parse_args([a.replace("$(SHARD_INDEX)", str(ordinal)) for a in container["args"]])
+        assert (args.shard_index, args.shard_count) == (ordinal, 4)
+        settings = _leader_settings(parser, args)
+        assert settings is not None
+        leases.add(settings.name)
+    assert leases == {f"crashwatch-{n}" for n in range(4)}
+    # twins: a second StatefulSet whose Pod I runs shard I on the same Lease; neither selects the other's
+    docs = helm.template("--set", "shards.enabled=true", "--set", "shards.replicasPerShard=2")
+    first, second = [d for d in docs if d["kind"] == "StatefulSet"]
+    assert (first["metadata"]["name"], second["metadata"]["name"]) == ("crashwatch", "crashwatch-b")
+    for ordinal in range(3):
+        (a,), (b,) = pod_spec(first)["containers"], pod_spec(second)["containers"]
+        assert [x.replace("$(SHARD_INDEX)", str(ordinal)) for x in a["args"]] == [
+            x.replace("$(SHARD_INDEX)", str(ordinal)) for x in b["args"]
+        ]
+    selectors = [s["spec"]["selector"]["matchLabels"] for s in (first, second)]
+    for mine, other in ((first, selectors[1]), (second, selectors[0])):
+        labels = mine["spec"]["template"]["metadata"]["labels"]
+        assert mine["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert not other.items() <= labels.items()
+        assert mine["spec"]["serviceName"] == one(docs, "Service")["metadata"]["name"]
+    # the Service and the budget cover both
+    for selector in (
+        one(docs, "Service")["spec"]["selector"],
+        one(docs, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+    ):
+        assert all(selector.items() <= s["spec"]["template"]["metadata"]["labels"].items() for s in (first, second))
+
+
+def test_the_monitoring_objects_carry_the_plain_files_and_select_the_service(helm: Helm) -> None:
+    docs = helm.template(
+        "--set", "serviceMonitor.enabled=true",
+        "--set", "prometheusRule.enabled=true",
+        "--set", "grafanaDashboard.enabled=true",
+    )  # fmt: skip
+    monitor = one(docs, "ServiceMonitor")
+    service = one(docs, "Service")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"], endpoint["honorLabels"]) == ("http", "/metrics", True)
+    plain = yaml.safe_load((MONITORING / "crashwatch.rules.yaml").read_text())
+    assert one(docs, "PrometheusRule")["spec"]["groups"] == plain["groups"]
+    dashboard = one(docs, "ConfigMap")
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["crashwatch.json"]) == json.loads(
+        (MONITORING / "crashwatch-dashboard.json").read_text()
+    )
+    # labels added to every alert, and one alert's `for` changed, the rest as in the file
+    docs = helm.template(
+        "--set", "prometheusRule.enabled=true",
+        "--set", "prometheusRule.ruleLabels.team=inference",
+        "--set", "prometheusRule.for.CrashwatchGraphCrashLooping=10m",
+    )  # fmt: skip
+    (group,) = one(docs, "PrometheusRule")["spec"]["groups"]
+    (expected,) = plain["groups"]
+    assert len(group["rules"]) == len(expected["rules"])
+    for rule, original in zip(group["rules"], expected["rules"], strict=True):
+        assert rule["labels"] == {**original["labels"], "team": "inference"}
+        changed = rule["alert"] == "CrashwatchGraphCrashLooping"
+        assert rule["for"] == ("10m" if changed else original["for"])
+        assert {k: v for k, v in rule.items() if k not in ("labels", "for")} == {
+            k: v for k, v in original.items() if k not in ("labels", "for")
+        }
+
+
+# --- install, run as the chart's identity, alert, upgrade, uninstall ---------------------------------------
+
+
+def manifest_objects(helm: Helm, release: str, namespace: str) -> list[dict[str, Any]]:
+    out = helm.ok("get", "manifest", release, "--namespace", namespace)
+    return [doc for doc in yaml.safe_load_all(out) if doc]
+
+
+def path_of(doc: dict[str, Any], namespace: str) -> str:
+    group, _, version = doc["apiVersion"].rpartition("/")
+    prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    plural = {"PodDisruptionBudget": "poddisruptionbudgets"}.get(doc["kind"], doc["kind"].lower() + "s")
+    scope = "" if doc["kind"] in CLUSTER_SCOPED else f"/namespaces/{namespace}"
+    return f"{prefix}{scope}/{plural}/{doc['metadata']['name']}"
+
+
+def exists(kube: Kube, path: str) -> bool:
+    try:
+        kube.get(path)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+@pytest.fixture
+def release_namespace(kube: Kube) -> Iterator[str]:
+    """The namespace helm installs into (created by `helm install --create-namespace`), deleted at the end."""
+    name = f"cw-{os.urandom(4).hex()}"
+    try:
+        yield name
+    finally:
+        if exists(kube, f"/api/v1/namespaces/{name}"):
+            kube.delete(f"/api/v1/namespaces/{name}")
+
+
+@pytest.mark.e2e
+def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uninstall_leaves_nothing(
+    control_plane: envtest.ControlPlane,
+    kube: Kube,
+    namespace: str,
+    release_namespace: str,
+    tmp_path: Path,
+) -> None:
+    helm = Helm(tmp_path / "helm", control_plane.kubeconfig)
+    release, where = f"cw-{namespace[-6:]}", release_namespace
+    pods = f"/api/v1/namespaces/{where}/pods?labelSelector=app.kubernetes.io/instance%3D{release}"
+    # `helm install --wait`, the test playing the kubelet: each Pod of the release bound to a node and
+    # reported Ready, until Helm sees the Deployment available. The PodDisruptionBudget comes with the
+    # upgrade below: its status is the disruption controller's, which this control plane does not run.
+    install = [
+        str(helm.binary), "install", release, str(CHART), "--namespace", where, "--create-namespace",
+        "--set", f"namespaces={{{namespace}}}", "--set", "podDisruptionBudget.enabled=false",
+        "--wait", "--timeout", "3m",
+    ]  # fmt: skip
+    with subprocess.Popen(install, env=helm.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as run:
+        try:
+            deadline = time.monotonic() + 180
+            while run.poll() is None and time.monotonic() < deadline:
+                for pod in kube.get(pods)["items"] if exists(kube, f"/api/v1/namespaces/{where}") else []:
+                    name = pod["metadata"]["name"]
+                    if not pod["spec"].get("nodeName"):
+                        binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
+                        kube.create(
+                            f"/api/v1/namespaces/{where}/pods/{name}/binding",
+                            {**binding, "target": {"apiVersion": "v1", "kind": "Node", "name": NODE}},
+                        )
+                    if not any(
+                        c["type"] == "Ready" and c["status"] == "True"
+                        for c in pod.get("status", {}).get("conditions", [])
+                    ):
+                        make_ready(kube, where, name)
+                time.sleep(0.2)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        output = run.communicate()[0]
+    assert run.returncode == 0, output
+    assert json.loads(helm.ok("status", release, "-n", where, "-o", "json"))["info"]["status"] == "deployed"
+    helm.ok(
+        "upgrade",
+        release,
+        str(CHART),
+        "--namespace",
+        where,
+        "--reuse-values",
+        "--set",
+        "podDisruptionBudget.enabled=true",
+    )
+    docs = manifest_objects(helm, release, where)
+    assert kinds(docs) == sorted(
+        ["ClusterRole", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding",
+         "Service", "ServiceAccount"]
+    )  # fmt: skip
+    for doc in docs:
+        assert exists(kube, path_of(doc, where)), doc["kind"]
+    fullname = one(docs, "Deployment")["metadata"]["name"]
+    assert kube.get(path_of(one(docs, "Deployment"), where))["status"]["availableReplicas"] == 2
+
+    # the watcher, as the Pod runs it: its arguments, its ServiceAccount's token, its namespace's Lease
+    account = one(docs, "ServiceAccount")["metadata"]["name"]
+    token = kube.create(
+        f"/api/v1/namespaces/{where}/serviceaccounts/{account}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )["status"]["token"]
+    config = envtest.write_kubeconfig(
+        tmp_path / "sa", control_plane.url, control_plane.certs["ca.crt"], namespace=where, token=token
+    )
+    (container,) = pod_spec(one(docs, "Deployment"))["containers"]
+    args = list(container["args"])
+    args[args.index("--http-address") + 1] = "127.0.0.1:0"
+    args[args.index("--log-format") + 1] = "text"  # the lines tests/watcher.py reads (json in the Pod)
+    make_graph(kube, namespace, deployments=False)
+    labelled_pod(kube, namespace, "llm-worker-0", "llm", "worker")
+    target: Target = {"job": fullname, "namespace": where, "instance": "127.0.0.1:8080", "pod": f"{fullname}-0"}
+    with Watcher(*args, "--kubeconfig", str(config)) as w:
+        w.wait_synced()
+        url = w.served_at()
+        eventually(lambda: http_get(f"{url}/readyz")[1].startswith("ok: leading"), 20, "leading")
+        lease = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases/{fullname}")
+        assert lease["spec"]["holderIdentity"]
+        healthy = http_get(f"{url}/metrics")[1]
+        crash_loop(kube, namespace, "llm-worker-0")
+        eventually(lambda: crash_loop_written(kube, namespace), 30, "the crash loop written")
+        status, crashing = http_get(f"{url}/metrics")
+    assert w.process.returncode == 0, w.stderr()
+    assert status == 200
+    for line in w.snapshot(w.err):
+        assert "forbidden" not in line.lower(), line
+    # the API server's audit log: the chart's identity sent the writes a crash loop takes, none refused
+    events = control_plane.audit_events(f"system:serviceaccount:{where}:{account}")
+    assert [e["requestURI"] for e in events if e["responseStatus"]["code"] == 403] == []
+    sent = {
+        (e["verb"], e["objectRef"]["resource"] + "/" + e["objectRef"].get("subresource", ""))
+        for e in events
+        if "objectRef" in e
+    }
+    expected = {
+        ("patch", "dynamographdeployments/status"),
+        ("patch", "dynamocomponentdeployments/status"),
+        ("create", "events/"),
+        ("list", "pods/"),
+        ("watch", "pods/"),
+    }
+    assert expected <= sent, expected - sent
+    assert {("create", "leases/"), ("update", "leases/")} & sent  # the Lease taken, in the release's namespace
+
+    # the scrape, through the chart's own PrometheusRule, in promtool: the alert fires after its `for`
+    rendered = helm.template("--set", "prometheusRule.enabled=true", release=release, namespace=where)
+    groups = one(rendered, "PrometheusRule")["spec"]["groups"]
+    (rule,) = [r for g in groups for r in g["rules"] if r["alert"] == "CrashwatchGraphCrashLooping"]
+    wait = duration_seconds(rule["for"])
+    rules_file = tmp_path / "rules.yaml"
+    rules_file.write_text(yaml.safe_dump({"groups": groups}))
+    healthy_steps, crashing_steps = 4, wait // 30 + 2
+    series = input_series([[(target, healthy)]] * healthy_steps + [[(target, crashing)]] * crashing_steps)
+    assert any(f'namespace="{namespace}"' in s["series"] for s in series), "the crash loop is not in the scrape"
+    test = {
+        "rule_files": [str(rules_file)],
+        "evaluation_interval": "30s",
+        "tests": [
+            {
+                "interval": "30s",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": f"{healthy_steps * 30 + wait - 30}s", "alertname": rule["alert"], "exp_alerts": []},
+                    {
+                        "eval_time": f"{healthy_steps * 30 + wait}s",
+                        "alertname": rule["alert"],
+                        "exp_alerts": [
+                            {
+                                "exp_labels": {
+                                    "namespace": namespace,
+                                    "graph": "llm",
+                                    "job": fullname,
+                                    "severity": "critical",
+                                },
+                                "exp_annotations": {
+                                    k: v.replace("{{ $labels.namespace }}", namespace)
+                                    .replace("{{ $labels.graph }}", "llm")
+                                    .replace("{{ $value }}", "1")
+                                    for k, v in rule["annotations"].items()
+                                },
+                            }
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(test, sort_keys=False))
+    done = subprocess.run(
+        [str(promtool()), "test", "rules", str(tmp_path / "test.yaml")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    # and every metric the dashboard asks for is in the watcher's scrape
+    dashboard = json.loads((MONITORING / "crashwatch-dashboard.json").read_text())
+    asked = {m for panel in dashboard["panels"] for t in panel["targets"] for m in METRIC.findall(t["expr"])}
+    assert asked and asked <= names(crashing), asked - names(crashing)
+
+    # an upgrade that drops a grant takes it away; uninstall takes every object of the release away
+    helm.ok("upgrade", release, str(CHART), "--namespace", where, "--reuse-values", "--set", "events=false")
+    clusterrole = kube.get(path_of(one(docs, "ClusterRole"), where))
+    assert all("events" not in rule["resources"] for rule in clusterrole["rules"])
+    assert json.loads(helm.ok("status", release, "-n", where, "-o", "json"))["version"] == 3
+    helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
+    for doc in docs:
+        assert not exists(kube, path_of(doc, where)), f"{doc['kind']} {doc['metadata']['name']} left behind"
+
+    def pods_gone() -> bool:  # the garbage collector deletes them; the kubelet (played here) lets them go
+        left = kube.get(pods)["items"]
+        for pod in left:
+            if "deletionTimestamp" in pod["metadata"]:
+                kube.delete(f"/api/v1/namespaces/{where}/pods/{pod['metadata']['name']}", grace=0)
+        return not left
+
+    eventually(pods_gone, 60, "the Pods gone")
+    replicasets = kube.get(f"/apis/apps/v1/namespaces/{where}/replicasets")["items"]
+    assert replicasets == []
+    assert helm.run("status", release, "-n", where).returncode != 0
+    # what remains is the watcher's own Lease, which goes with the namespace (docs/running.md)
+    left = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases")["items"]
+    leases = [lease["metadata"]["name"] for lease in left]
+    assert leases == [fullname]
