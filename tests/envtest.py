@@ -41,12 +41,26 @@ CRDS = ROOT / "k8s" / "crds"
 # Metadata (who, what, the answer's code; no bodies) for service accounts' requests, nothing for the
 # others (the tests' admin): the log stays small. RequestReceived is left out: every request is logged
 # once it is answered (a watch also when it starts).
-AUDIT_POLICY = {
-    "apiVersion": "audit.k8s.io/v1",
-    "kind": "Policy",
-    "omitStages": ["RequestReceived"],
-    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
-}
+AUDITED_GROUPS = ("system:serviceaccounts",)
+CONTROLLERS = (
+    "deployment-controller",
+    "replicaset-controller",
+    "garbage-collector-controller",
+    "namespace-controller",
+    "serviceaccount-controller",
+)
+
+
+def audit_policy(groups: tuple[str, ...] = AUDITED_GROUPS) -> dict[str, Any]:
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [{"level": "Metadata", "userGroups": list(groups)}, {"level": "None"}],
+    }
+
+
+AUDIT_POLICY = audit_policy()
 
 
 class ControlPlaneUnavailable(Exception):
@@ -196,6 +210,12 @@ class ControlPlane:
     _apiserver: list[str] = field(default_factory=list)  # the flags it was started with
     controllers: bool = True  # kube-controller-manager (Deployments making Pods); benchmarks may do without
     env: dict[str, str] = field(default_factory=dict)  # for the control plane's processes (e.g. GOGC)
+    # kube-controller-manager's controllers (tests/operators.py adds the statefulset controller for LWS)
+    controller_names: tuple[str, ...] = CONTROLLERS
+    # the users whose requests the audit log keeps, by group (a test may sign a client certificate in one)
+    audited_groups: tuple[str, ...] = AUDITED_GROUPS
+    # the CRDs installed at start; None: those of k8s/crds (tests/operators.py installs the real ones)
+    crds: list[dict[str, Any]] | None = None
     url: str = ""
     kubeconfig: Path = Path()
     certs: dict[str, Path] = field(default_factory=dict)
@@ -274,8 +294,8 @@ class ControlPlane:
         self._wait("etcd", lambda: _http_ok(f"{self.etcd_url}/health"), 30)
         self.url = f"https://127.0.0.1:{api_port}"
         c = self.certs
-        audit_policy = self.workdir / "audit-policy.yaml"
-        audit_policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+        policy = self.workdir / "audit-policy.yaml"
+        policy.write_text(yaml.safe_dump(audit_policy(self.audited_groups)))
         self._apiserver = [
             f"--etcd-servers={self.etcd_url}",
             "--bind-address=127.0.0.1",
@@ -287,7 +307,7 @@ class ControlPlane:
             f"--service-account-key-file={c['sa.pub']}",
             f"--service-account-signing-key-file={c['sa.key']}",
             "--service-account-issuer=https://kubernetes.default.svc",
-            f"--audit-policy-file={audit_policy}",
+            f"--audit-policy-file={policy}",
             f"--audit-log-path={self.audit_log}",
             "--audit-log-format=json",
             "--audit-log-mode=blocking",  # written before the answer: a test reads it right after
@@ -321,8 +341,7 @@ class ControlPlane:
                 "--secure-port=0",
                 f"--root-ca-file={c['ca.crt']}",
                 f"--service-account-private-key-file={c['sa.key']}",
-                "--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,"
-                "namespace-controller,serviceaccount-controller",
+                "--controllers=" + ",".join(self.controller_names),
                 "--use-service-account-credentials=false",
                 "--v=1",
             ],
@@ -383,8 +402,8 @@ class ControlPlane:
     def install_crds(self) -> None:
         kube = self.kube()
         names = []
-        for path in sorted(CRDS.glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
+        crds = self.crds if self.crds is not None else [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
+        for crd in crds:
             kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
             names.append(crd["metadata"]["name"])
         for name in names:

@@ -140,3 +140,110 @@ def eventually(
             last = exc
         time.sleep(step)
     raise AssertionError(f"{what} not reached in {timeout}s (last: {last!r})")
+
+
+# --- the real kubelet's crash-loop timeline -----------------------------------------------------------------
+# A crash-looping container as a real kubelet reports it: running (and, without a readiness probe or once
+# its server answers one, Ready) for a moment; then `state.terminated` (reason Error, the exit code) through
+# the backoff; `state.waiting` CrashLoopBackOff only just before the restart; then running again with the
+# restart count one higher and the crash in `lastState`. Real backoffs are 10 s, 20 s, 40 s ... 5 min; the
+# tests keep the order and shorten the times.
+
+
+def _named(status: dict[str, Any], name: str) -> dict[str, Any]:
+    for c in status["containerStatuses"]:
+        c["name"] = name
+    return status
+
+
+def kubelet_running(restarts: int, last_exit: int | None = None, ready: bool = True, name: str = "main") -> dict[str, Any]:
+    c = container(name, restarts, state="running", exit_code=None, last_exit=last_exit, ready=ready, realistic=True)
+    return pod_status(ready=ready, containers=[c], realistic=True)
+
+
+def kubelet_crashed(restarts: int, exit_code: int = 1, name: str = "main") -> dict[str, Any]:
+    last = exit_code if restarts else None
+    c = container(name, restarts, state="terminated", exit_code=exit_code, last_exit=last, realistic=True)
+    return pod_status(ready=False, containers=[c], realistic=True)
+
+
+def kubelet_backing_off(restarts: int, exit_code: int = 1, name: str = "main") -> dict[str, Any]:
+    c = container(name, restarts, state="waiting", exit_code=exit_code, realistic=True)
+    return pod_status(ready=False, containers=[c], realistic=True)
+
+
+class CrashLoopingKubelet:
+    """Plays the kubelet for Pods whose container crashes every time it runs, on a thread: each Pod that
+    `pods()` names goes running (Ready for `up` seconds), crashed (exit `exit_code`) for the backoff, in
+    CrashLoopBackOff for a moment, and running again one restart later. A Pod it has not seen starts at
+    restart 0; one that is being deleted is left alone (no kubelet confirms the deletion of an unbound Pod).
+    `restarts` counts the restarts it has played; `cycles` the crashes."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        namespace: str,
+        pods: Callable[[], list[dict[str, Any]]],
+        up: float = 1.0,
+        backoffs: tuple[float, ...] = (2.0, 3.0, 4.0),
+        exit_code: int = 1,
+        max_restarts: int | None = None,
+    ) -> None:
+        import threading
+
+        self.kube, self.namespace, self.pods = kube, namespace, pods
+        self.up, self.backoffs, self.exit_code, self.max_restarts = up, backoffs, exit_code, max_restarts
+        self.restarts: dict[str, int] = {}  # by Pod uid
+        self.crashes = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _set(self, pod: dict[str, Any], status: dict[str, Any]) -> bool:
+        name = pod["metadata"]["name"]
+        patch = {"metadata": {"uid": pod["metadata"]["uid"]}, "status": status}
+        try:
+            self.kube.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}/status", patch)
+            return True
+        except ApiError as exc:
+            if exc.status not in (404, 409, 422):
+                self.errors.append(str(exc))
+            return False
+
+    def _run(self) -> None:
+        step = 0
+        while not self._stop.is_set():
+            try:
+                live = [p for p in self.pods() if not p["metadata"].get("deletionTimestamp")]
+            except ApiError as exc:
+                self.errors.append(str(exc))
+                live = []
+            if not live:
+                self._stop.wait(0.1)
+                continue
+            restarts = [self.restarts.setdefault(p["metadata"]["uid"], 0) for p in live]
+            names = [p["spec"]["containers"][0]["name"] for p in live]
+            last = self.exit_code if restarts[0] else None
+            for pod, count, name in zip(live, restarts, names, strict=True):
+                self._set(pod, kubelet_running(count, last_exit=last if count else None, name=name))
+            if self._stop.wait(self.up):
+                return
+            for pod, count, name in zip(live, restarts, names, strict=True):
+                self._set(pod, kubelet_crashed(count, self.exit_code, name=name))
+            self.crashes += 1
+            if self.max_restarts is not None and restarts[0] >= self.max_restarts:
+                return
+            if self._stop.wait(self.backoffs[min(step, len(self.backoffs) - 1)]):
+                return
+            step += 1
+            for pod, count, name in zip(live, restarts, names, strict=True):
+                self._set(pod, kubelet_backing_off(count, self.exit_code, name=name))
+            if self._stop.wait(0.2):
+                return
+            for pod in live:
+                self.restarts[pod["metadata"]["uid"]] += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)

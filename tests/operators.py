@@ -1,0 +1,545 @@
+"""The real Dynamo operator and the real LeaderWorkerSet controller, run out of cluster beside a test control plane.
+
+Users run crashwatch beside these two controllers, which write the same statuses (the operator) and recreate
+whole groups (LWS) in ways our stand-ins did not show. Neither module is served by the Go module proxy, so
+scripts/build-operator builds them from source tarballs (found in $CRASHWATCH_SHARED, by default the folder
+`shared` beside the repository); this module finds the binaries (CRASHWATCH_OPERATOR_BIN and
+CRASHWATCH_LWS_BIN, as scripts/test exports them, else a build), and starts a control plane of their own with
+what they need to run:
+
+- kube-apiserver with `--enable-aggregator-routing=true`, so that a webhook Service is resolved by the API
+  server itself, here an ExternalName Service naming localhost (the operator insists on Service-form
+  conversion webhooks on its CRDs, and an EndpointSlice may not name a loopback address);
+- kube-controller-manager with the statefulset controller besides the usual ones (LWS builds on StatefulSets);
+- the operator's 7 CRDs from its config/crd/bases, their conversion webhooks pointed at that Service, and
+  LWS's CRDs, whose admission webhooks are URL-form configurations (the Pod webhooks keep LWS's
+  objectSelector: they fail closed and would otherwise catch every Pod);
+- webhook certificates of their own (a CA per control plane), the operator's Secret with the CA, and the
+  ClusterRoles its configuration names (`dynamo-planner`, `dynamo-dgdr-profiling`, `dynamo-epp`);
+- the operator's namespace file, which it reads from the hard-coded in-cluster path: the operator runs in a
+  private mount namespace (`unshare -m`) with a tmpfs there, so nothing is written on the host.
+
+Each controller talks to the API server as a user of its own (a client certificate in `system:masters`
+and in AUDITED), so the audit log tells its requests from crashwatch's and the tests'. Every process is
+stopped by its pid and every temporary folder removed. Driving Pods as a kubelet would is tests/kube.py's.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import envtest
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import NameOID
+from kube import Kube
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "scripts" / "build-operator"
+OPERATOR_NAMESPACE = "dynamo-system"
+WEBHOOK_SERVICE = "dynamo-operator-webhook-service"
+WEBHOOK_SECRET = "webhook-server-cert"
+CLUSTER_ROLES = ("dynamo-planner", "dynamo-dgdr-profiling", "dynamo-epp")
+AUDITED = "crashwatch-test:audited"  # the group whose requests the audit log keeps (besides service accounts)
+OPERATOR_USER, LWS_USER = "dynamo-operator", "lws-controller"
+# the in-cluster path the operator reads its namespace from (hard-coded there)
+NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+ENV = {"dynamo": "CRASHWATCH_OPERATOR_BIN", "lws": "CRASHWATCH_LWS_BIN"}
+
+
+def binaries(name: str) -> Path:
+    """The folder of the built controller (`manager`, and `../src` with its CRDs): from the environment, or
+    built now. Skips the test, with one line saying why, where it cannot be had (no Go, no tarball)."""
+    if os.environ.get(ENV[name]):
+        return Path(os.environ[ENV[name]])
+    if shutil.which("go") is None:
+        pytest.skip(f"the {name} controller tier is skipped: Go is not installed (scripts/build-operator {name})")
+    done = subprocess.run([str(BUILD), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    if done.returncode == 3:
+        pytest.skip(f"the {name} controller tier is skipped: {done.stderr.strip().splitlines()[-1]}")
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/build-operator {name} failed:\n{done.stderr[-3000:]}")
+    return Path(done.stdout.strip().splitlines()[-1])
+
+
+def _can_unshare() -> str | None:
+    """Why a private mount namespace cannot be had here, or None."""
+    if shutil.which("unshare") is None:
+        return "unshare (util-linux) is not installed"
+    done = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
+    if done.returncode != 0:
+        return f"unshare -m is refused here ({done.stderr.decode().strip()}): run as root"
+    return None
+
+
+# --- certificates ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class WebhookCerts:
+    ca: bytes
+    cert: bytes
+    key: bytes
+
+    def write(self, folder: Path) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "tls.crt").write_bytes(self.cert)
+        (folder / "tls.key").write_bytes(self.key)
+        (folder / "ca.crt").write_bytes(self.ca)
+        return folder
+
+
+def webhook_certs(dns_names: tuple[str, ...]) -> WebhookCerts:
+    """A CA and a serving certificate for 127.0.0.1 and `dns_names` (the name the API server checks when it
+    calls a Service-form webhook is <service>.<namespace>.svc)."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crashwatch-test-webhook-ca")])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    sans: list[x509.GeneralName] = [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+    sans += [x509.DNSName(name) for name in dns_names]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "webhook")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    return WebhookCerts(
+        ca=ca.public_bytes(pem),
+        cert=cert.public_bytes(pem),
+        key=key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
+
+
+# --- CRDs and webhook configurations -----------------------------------------------------------------------
+
+
+def operator_crds(src: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
+    """The operator's CRDs, their conversion webhooks pointed at our Service in OPERATOR_NAMESPACE."""
+    import base64
+
+    crds = []
+    for path in sorted((src / "deploy" / "operator" / "config" / "crd" / "bases").glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        webhook = crd["spec"].get("conversion", {}).get("webhook")
+        if webhook:
+            webhook["clientConfig"] = {
+                "service": {"namespace": OPERATOR_NAMESPACE, "name": WEBHOOK_SERVICE, "path": "/convert", "port": port},
+                "caBundle": base64.b64encode(ca).decode(),
+            }
+        crds.append(crd)
+    return crds
+
+
+def lws_crds(src: Path) -> list[dict[str, Any]]:
+    folder = next(src.glob("lws-*")) / "config" / "crd" / "bases"
+    return [yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml"))]
+
+
+def lws_webhooks(src: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
+    """LWS's admission webhooks (config/webhook) as URL-form configurations, with the objectSelector its
+    kustomize patches put on the Pod webhooks."""
+    import base64
+
+    folder = next(src.glob("lws-*")) / "config" / "webhook"
+    docs = list(yaml.safe_load_all((folder / "manifests.yaml").read_text()))
+    selector = {"matchExpressions": [{"key": "leaderworkerset.sigs.k8s.io/name", "operator": "Exists"}]}
+    for doc in docs:
+        doc["metadata"]["name"] = f"lws-{doc['metadata']['name']}"
+        for hook in doc["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": base64.b64encode(ca).decode()}
+            if any("pods" in rule["resources"] for rule in hook["rules"]):
+                hook["objectSelector"] = selector
+    return docs
+
+
+# --- the processes -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Process:
+    """A controller we started: its own process group, its log, stopped by its pid."""
+
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def tail(self, lines: int = 30) -> str:
+        text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(text[-lines:])
+
+    def stop(self, grace: float = 10) -> None:
+        if self.popen.poll() is not None:
+            return
+        os.killpg(self.popen.pid, signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+            self.popen.wait(timeout=15)
+
+
+def _start(name: str, argv: list[str], log: Path, env: dict[str, str]) -> Process:
+    with open(log, "ab") as out:
+        popen = subprocess.Popen(
+            argv,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env={**os.environ, **env},
+        )
+    return Process(name, popen, log)
+
+
+def _in_private_mount_namespace(argv: list[str], namespace: str) -> list[str]:
+    """argv run with NAMESPACE_FILE saying `namespace`, in a mount namespace of its own: a tmpfs on the
+    deepest folder of that path that exists here (nothing below it is needed by the operator), the rest of
+    the path made inside it. Mounts made there never reach the host's (private propagation)."""
+    target = Path(NAMESPACE_FILE).parent
+    mount_at = target
+    while not mount_at.exists():
+        mount_at = mount_at.parent
+    script = (
+        'set -e; mount -t tmpfs -o size=1m,mode=0755 crashwatch-test "$1"; mkdir -p "$2"; '
+        'printf %s "$3" > "$2/namespace"; shift 3; exec "$@"'
+    )
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(mount_at), str(target),
+            namespace, *argv]
+
+
+def _healthy(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def _wait(process: Process, check: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise RuntimeError(f"{process.name} exited with {process.popen.returncode}:\n{process.tail()}")
+        if check():
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"{process.name}: {what} not reached in {timeout:.0f}s:\n{process.tail()}")
+
+
+@dataclass
+class Controllers:
+    """A control plane with the real Dynamo operator and (optionally) the real LWS controller beside it."""
+
+    plane: envtest.ControlPlane
+    workdir: Path
+    operator: Process | None = None
+    lws: Process | None = None
+    operator_args: list[str] = field(default_factory=list)
+    operator_env: dict[str, str] = field(default_factory=dict)
+
+    def kube(self) -> Kube:
+        return self.plane.kube()
+
+    def user_kubeconfig(self, user: str) -> Path:
+        """A kubeconfig for `user`, a cluster admin whose requests the audit log keeps."""
+        return self.plane.user_kubeconfig(user, ("system:masters", AUDITED))
+
+    def start_operator(self) -> Process:
+        assert self.operator is None or not self.operator.alive()
+        self.operator = _start("dynamo-operator", self.operator_args, self.workdir / "operator.log", self.operator_env)
+        return self.operator
+
+    def stop_operator(self) -> None:
+        if self.operator is not None:
+            self.operator.stop()
+
+    def stop(self) -> None:
+        for process in (self.operator, self.lws):
+            if process is not None:
+                process.stop()
+
+    def check_alive(self) -> None:
+        for process in (self.operator, self.lws):
+            if process is not None and not process.alive():
+                raise AssertionError(f"{process.name} exited with {process.popen.returncode}:\n{process.tail()}")
+
+
+def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Iterator[Controllers]:
+    """A control plane of its own with the real operator (and LWS) running, until the generator is closed."""
+    operator_bin = binaries("dynamo")
+    lws_bin = binaries("lws") if lws else None
+    why = _can_unshare()
+    if why:
+        pytest.skip(f"the operator tier is skipped: {why} (the operator's namespace file needs a private mount namespace)")
+    workdir = tmp_path_factory.mktemp("operators")
+    certs = webhook_certs((f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc", f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}"))
+    operator_port, lws_port = envtest.free_port(), envtest.free_port()
+    crds = operator_crds(operator_bin.parent / "src", operator_port, certs.ca)
+    if lws_bin is not None:
+        crds += lws_crds(lws_bin.parent / "src")
+    plane_bin = envtest.binaries()
+    plane = envtest.ControlPlane(
+        plane_bin,
+        tmp_path_factory.mktemp("controlplane"),
+        apiserver_args=["--enable-aggregator-routing=true"],
+        controller_names=(*envtest.CONTROLLERS, "statefulset-controller"),
+        audited_groups=(*envtest.AUDITED_GROUPS, AUDITED),
+        crds=crds,
+    )
+    controllers = Controllers(plane, workdir)
+    try:
+        plane.start()
+        kube = plane.kube()
+        _operator_prerequisites(kube, certs, operator_port)
+        if lws_bin is not None:
+            for doc in lws_webhooks(lws_bin.parent / "src", lws_port, certs.ca):
+                kind = doc["kind"].lower() + "s"
+                kube.create(f"/apis/admissionregistration.k8s.io/v1/{kind}", doc)
+            controllers.lws = _start_lws(controllers, lws_bin / "manager", certs.write(workdir / "lws-certs"), lws_port)
+        controllers.operator_args = _operator_argv(
+            controllers, operator_bin / "manager", certs.write(workdir / "operator-certs"), operator_port
+        )
+        operator = controllers.start_operator()
+        health = _operator_health_port(controllers.operator_args)
+        _wait(operator, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), 120, "/readyz")
+        print(f"\noperator up in {plane.url}; control plane in {plane.started_in:.1f}s", file=sys.stderr)
+        yield controllers
+    finally:
+        controllers.stop()
+        plane.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
+    import base64
+
+    kube.create(
+        "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OPERATOR_NAMESPACE}}
+    )
+    for role in CLUSTER_ROLES:
+        kube.create(
+            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+            },
+        )
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/secrets",
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": WEBHOOK_SECRET},
+            "type": "kubernetes.io/tls",
+            "data": {
+                "ca.crt": base64.b64encode(certs.ca).decode(),
+                "tls.crt": base64.b64encode(certs.cert).decode(),
+                "tls.key": base64.b64encode(certs.key).decode(),
+            },
+        },
+    )
+    # the conversion webhook's Service, resolved by the API server (aggregator routing) to where the operator
+    # listens on loopback: an ExternalName Service naming localhost (an EndpointSlice may not name a loopback
+    # address), on the port the CRDs' conversion webhooks call
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": WEBHOOK_SERVICE},
+            "spec": {
+                "type": "ExternalName",
+                "externalName": "localhost",
+                "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+            },
+        },
+    )
+
+
+def _operator_argv(controllers: Controllers, manager: Path, cert_dir: Path, port: int) -> list[str]:
+    config = {
+        "apiVersion": "operator.config.dynamo.nvidia.com/v1alpha1",
+        "kind": "OperatorConfiguration",
+        "server": {
+            "metrics": {"bindAddress": "127.0.0.1", "port": envtest.free_port(), "secure": False},
+            "healthProbe": {"bindAddress": "127.0.0.1", "port": envtest.free_port()},
+            "webhook": {
+                "host": "127.0.0.1",
+                "port": port,
+                "certDir": str(cert_dir),
+                "certProvisionMode": "manual",
+                "secretName": WEBHOOK_SECRET,
+                "serviceName": WEBHOOK_SERVICE,
+            },
+        },
+        "leaderElection": {"enabled": False},
+        "namespace": {"restricted": ""},
+        "orchestrators": {
+            "grove": {"enabled": False},
+            "kaiScheduler": {"enabled": False},
+            "volcanoScheduler": {"enabled": False},
+        },
+        "rbac": {
+            "plannerClusterRoleName": CLUSTER_ROLES[0],
+            "dgdrProfilingClusterRoleName": CLUSTER_ROLES[1],
+            "eppClusterRoleName": CLUSTER_ROLES[2],
+        },
+        "mpi": {"sshSecretName": "mpi-run-ssh-secret", "sshSecretNamespace": OPERATOR_NAMESPACE},
+        "discovery": {"backend": "kubernetes"},
+    }
+    path = controllers.workdir / "operator-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    controllers.operator_env = {"KUBECONFIG": str(controllers.user_kubeconfig(OPERATOR_USER))}
+    argv = [str(manager), f"--config={path}", "--operator-version=0.9.0"]
+    return _in_private_mount_namespace(argv, OPERATOR_NAMESPACE)
+
+
+def _operator_health_port(argv: list[str]) -> int:
+    config = next(a for a in argv if a.startswith("--config=")).partition("=")[2]
+    return int(yaml.safe_load(Path(config).read_text())["server"]["healthProbe"]["port"])
+
+
+def _start_lws(controllers: Controllers, manager: Path, cert_dir: Path, port: int) -> Process:
+    health = envtest.free_port()
+    config = {
+        "apiVersion": "config.lws.x-k8s.io/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": port, "host": "127.0.0.1", "certDir": str(cert_dir)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+    }
+    path = controllers.workdir / "lws-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    kubeconfig = controllers.user_kubeconfig(LWS_USER)
+    process = _start(
+        "lws-controller", [str(manager), f"--config={path}"], controllers.workdir / "lws.log", {"KUBECONFIG": str(kubeconfig)}
+    )
+    _wait(process, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), 120, "/readyz")
+    return process
+
+
+# --- watching what everyone writes -------------------------------------------------------------------------
+
+
+@dataclass
+class Seen:
+    at: float  # time.monotonic() when it arrived
+    type: str
+    obj: dict[str, Any]
+
+
+class Recorder:
+    """Every version of a collection, as a watch delivers it, with the time it arrived: what a waiter polling
+    at any moment could have read."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self.kube, self.path = kube, path
+        self.seen: list[Seen] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError(f"watch of {path} did not start")
+
+    def _run(self) -> None:
+        import http.client
+
+        connection = http.client.HTTPSConnection(self.kube.host, self.kube.port, context=self.kube.context, timeout=None)
+        connection.request("GET", f"{self.path}?watch=true&allowWatchBookmarks=false", headers={"Accept": "application/json"})
+        response = connection.getresponse()
+        self._response = response
+        self._ready.set()
+        stream: IO[bytes] = response  # type: ignore[assignment]
+        try:
+            for line in stream:
+                if self._stop.is_set():
+                    break
+                event = json.loads(line)
+                with self._lock:
+                    self.seen.append(Seen(time.monotonic(), event["type"], event["object"]))
+        except (OSError, ValueError):
+            pass
+        finally:
+            connection.close()
+
+    def snapshot(self, name: str | None = None) -> list[Seen]:
+        with self._lock:
+            return [s for s in self.seen if name is None or s.obj["metadata"]["name"] == name]
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            if self._response is not None:
+                self._response.fp.raw._sock.shutdown(2)  # noqa: SLF001 - end the blocking read at once
+        except (AttributeError, OSError):
+            pass
+        self._thread.join(timeout=10)
+
+
+def writes_per_minute(plane: envtest.ControlPlane, user: str, since: str, until: str) -> dict[str, float]:
+    """Status writes (patch/update of a DGD's or DCD's status subresource) by `user` between two audit
+    timestamps (RFC 3339 with microseconds), per minute, and 409s: {"dgd": .., "dcd": .., "conflicts": ..}."""
+    start = datetime.datetime.fromisoformat(since)
+    end = datetime.datetime.fromisoformat(until)
+    minutes = max((end - start).total_seconds() / 60, 1e-9)
+    counts = {"dgd": 0, "dcd": 0, "conflicts": 0}
+    for event in plane.audit_events(user):
+        ref = event.get("objectRef", {})
+        when = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"])
+        if not start <= when <= end or ref.get("subresource") != "status" or event["verb"] not in ("patch", "update"):
+            continue
+        kind = {"dynamographdeployments": "dgd", "dynamocomponentdeployments": "dcd"}.get(ref.get("resource", ""))
+        if kind is None:
+            continue
+        counts[kind] += 1
+        if event.get("responseStatus", {}).get("code") == 409:
+            counts["conflicts"] += 1
+    return {"dgd": counts["dgd"] / minutes, "dcd": counts["dcd"] / minutes, "conflicts": counts["conflicts"] / minutes}
