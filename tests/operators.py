@@ -60,6 +60,7 @@ AUDITED = "crashwatch-test:audited"  # the group whose requests the audit log ke
 OPERATOR_USER, LWS_USER = "dynamo-operator", "lws-controller"
 # the in-cluster path the operator reads its namespace from (hard-coded there)
 NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+CONVERTED = ("dynamographdeployments", "dynamocomponentdeployments")
 ENV = {"dynamo": "CRASHWATCH_OPERATOR_BIN", "lws": "CRASHWATCH_LWS_BIN"}
 
 
@@ -343,12 +344,40 @@ def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
         operator = controllers.start_operator()
         health = _operator_health_port(controllers.operator_args)
         _wait(operator, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), 120, "/readyz")
+        _settled(kube, operator)
         print(f"\noperator up in {plane.url}; control plane in {plane.started_in:.1f}s", file=sys.stderr)
         yield controllers
     finally:
         controllers.stop()
         plane.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _settled(kube: Kube, operator: Process, quiet: float = 3.0, timeout: float = 120) -> None:
+    """Wait until the operator is done updating its CRDs (it injects the conversion CA; a CRD update makes
+    the API server answer 429 "storage is (re)initializing" for a moment) and DGDs and DCDs are served."""
+    from kube import ApiError
+
+    crds = [f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{n}.nvidia.com" for n in CONVERTED]
+    lists = [f"/apis/nvidia.com/v1beta1/{n}" for n in CONVERTED]
+    last: list[str] = []
+    since = time.monotonic()
+    deadline = since + timeout
+    while time.monotonic() < deadline:
+        if not operator.alive():
+            raise RuntimeError(f"{operator.name} exited with {operator.popen.returncode}:\n{operator.tail()}")
+        try:
+            versions = [kube.get(path)["metadata"]["resourceVersion"] for path in crds]
+            for path in lists:
+                kube.get(path)
+        except ApiError:
+            versions = []
+        if not versions or versions != last:
+            last, since = versions, time.monotonic()
+        elif time.monotonic() - since >= quiet:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the operator's CRDs did not settle in {timeout:.0f}s:\n{operator.tail()}")
 
 
 def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
