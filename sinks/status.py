@@ -7,8 +7,11 @@ concurrent writer makes it fail with 409 instead of being overwritten: then the 
 the owned condition merged into what it says now (other conditions untouched), and the write retried,
 or dropped if the object already says it. 429 and 5xx are retried with backoff, honouring Retry-After.
 A token bucket bounds the rate of writes. When another writer overwrites a failure that still holds,
-the aggregator wants the same status again; writing the same thing again waits with per-object
-exponential backoff, so two writers never fight in a tight loop. When its input ends (the watcher is
+the aggregator wants the same status again: the first such rewrite is sent at once, and further ones in a
+row wait with per-object exponential backoff, so two writers never fight in a tight loop. DCD writes go
+before DGD writes: the Dynamo operator reconciles a graph 10-30 ms after any write to one of its DCDs and
+recomputes the graph's `state`, so a DGD write waits until the DCD writes of its namespace under way have
+landed, and the reset that follows is answered at once (see docs/status.md). When its input ends (the watcher is
 stopping), the writes under way and those not yet sent are finished, and the reasserts of overwritten
 statuses are dropped, never waited for: the next watcher decides them again from what it observes.
 
@@ -37,6 +40,7 @@ from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
 from stream.resources import Resource, dynamo_resources
 
 Log = Callable[[str], None]
+DGD_KIND = "DynamoGraphDeployment"
 _encode = msgspec.json.Encoder().encode
 
 
@@ -46,8 +50,12 @@ class PatchSettings:
     burst: int = 100
     concurrency: int = 8
     request_timeout: float = 30.0
-    reassert_initial: float = 1.0  # the first rewrite of an overwritten status waits this long...
+    # an overwritten status is written again at once; a second overwrite in a row waits this long...
+    reassert_initial: float = 1.0
     reassert_max: float = 300.0  # ...doubling up to this
+    # a DGD overwritten this soon after our last DCD write in its namespace is the operator's reset that
+    # our write set off (it follows within 10-30 ms): answered at once, not counted as a fight
+    provoked_window: float = 2.0
     retry_max: float = 30.0
 
 
@@ -66,6 +74,7 @@ class _WriteState:
     # which spares a 409 and a reread when statuses change in quick succession.
     wrote_on: str = ""
     wrote_to: str = ""
+    provoked_by: float = -1.0  # the DCD write (its time) whose graph reset this graph last answered at once
 
 
 # upper bounds (seconds) of the buckets of write delays: from the event that decided a status to the
@@ -109,16 +118,51 @@ class StatusPatcher:
         self._bucket = TokenBucket(self.settings.qps, self.settings.burst, anyio.current_time())
         self._requests = anyio.CapacityLimiter(self.settings.concurrency)
         self._closing = False
+        # DCD writes being sent, per namespace, and an event set whenever one ends: a DGD write waits
+        # for them (the operator resets a graph's state after any write to one of its DCDs)
+        self._dcd_sending: dict[str, int] = {}
+        self._dcd_landed = anyio.Event()
+        self._dcd_written_at: dict[str, float] = {}  # when our last DCD write per namespace landed
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with anyio.create_task_group() as tg, receive:
             async for batch in receive:
-                for item in batch:
-                    if isinstance(item, StatusWanted):
-                        self._want(item, tg)
+                wants = [item for item in batch if isinstance(item, StatusWanted)]
+                # DCDs first: their writes start (and are counted) before a DGD write of the batch looks
+                for item in sorted(wants, key=lambda w: w.kind == DGD_KIND):
+                    self._want(item, tg)
             self._closing = True
             for entry in self._objects.values():
                 entry.woken.set()  # a reassert waiting out its backoff is dropped (see _drive)
+
+    async def _after_dcd_writes(self, namespace: str) -> None:
+        """Wait until no DCD write of `namespace` is being sent."""
+        while self._dcd_sending.get(namespace, 0) > 0:
+            landed = self._dcd_landed
+            await landed.wait()
+
+    def _dcd_ended(self, namespace: str) -> None:
+        left = self._dcd_sending[namespace] - 1
+        if left:
+            self._dcd_sending[namespace] = left
+        else:
+            del self._dcd_sending[namespace]
+        self._dcd_landed.set()
+        self._dcd_landed = anyio.Event()
+
+    def _provoked(self, namespace: str, entry: _WriteState) -> bool:
+        """Whether one of our DCD writes in `namespace` landed within the provoked window, and this graph
+        has not yet answered a reset after it: a reset now is the operator's answer to that write. One
+        answer per graph per DCD write, so an operator that rewrites on its own still meets the backoff."""
+        landed = self._dcd_written_at.get(namespace)
+        if (
+            landed is None
+            or landed == entry.provoked_by
+            or anyio.current_time() - landed >= self.settings.provoked_window
+        ):
+            return False
+        entry.provoked_by = landed
+        return True
 
     def unfinished(self) -> int:
         """Objects with a write under way or waiting to be sent."""
@@ -144,7 +188,18 @@ class StatusPatcher:
                     # the same again: someone overwrote it. Wait, longer each time in a row.
                     if self._closing:
                         break
-                    delay = min(self.settings.reassert_max, self.settings.reassert_initial * 2**entry.repeats)
+                    # The first rewrite goes at once: the operator overwrote it on a trigger of its own (a
+                    # Deployment's ready count changed, one of the graph's DCDs was written), which a
+                    # status write does not set off again. So does the answer to a graph's reset that our
+                    # own DCD write provoked (it reconciles the graph after any write to one of its DCDs):
+                    # that is not a fight, and is not counted. Other rewrites in a row back off.
+                    provoked = wanted.kind == DGD_KIND and self._provoked(wanted.namespace, entry)
+                    if entry.repeats == 0 or provoked:
+                        delay = 0.0
+                    else:
+                        delay = min(
+                            self.settings.reassert_max, self.settings.reassert_initial * 2 ** (entry.repeats - 1)
+                        )
                     remaining = entry.written_at + delay - anyio.current_time()
                     if remaining > 0:
                         entry.woken = anyio.Event()
@@ -154,11 +209,24 @@ class StatusPatcher:
                             break
                         if entry.wanted is not wanted:
                             continue  # a newer want came meanwhile: decide about that one
-                    repeats = entry.repeats + 1
+                    repeats = entry.repeats if provoked else entry.repeats + 1
                 else:
                     repeats = 0
                 entry.wanted = None
-                if await self._write(wanted, entry):
+                if wanted.kind == DGD_KIND:
+                    await self._after_dcd_writes(wanted.namespace)
+                    if entry.wanted is not None:
+                        continue  # a newer want came meanwhile: write that one instead
+                    sent = await self._write(wanted, entry)
+                else:
+                    self._dcd_sending[wanted.namespace] = self._dcd_sending.get(wanted.namespace, 0) + 1
+                    try:
+                        sent = await self._write(wanted, entry)
+                    finally:
+                        self._dcd_ended(wanted.namespace)
+                    if sent:
+                        self._dcd_written_at[wanted.namespace] = anyio.current_time()
+                if sent:
                     entry.written = wanted.owned()
                     entry.written_at = anyio.current_time()
                     entry.repeats = repeats

@@ -402,7 +402,9 @@ class ControlPlane:
     def install_crds(self) -> None:
         kube = self.kube()
         names = []
-        crds = self.crds if self.crds is not None else [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
+        crds = (
+            self.crds if self.crds is not None else [yaml.safe_load(p.read_text()) for p in sorted(CRDS.glob("*.yaml"))]
+        )
         for crd in crds:
             kube.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
             names.append(crd["metadata"]["name"])
@@ -439,6 +441,7 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
     """A control plane, up until the generator is closed: for the session's fixture, and for a module that
     needs one of its own. (pytest is imported here: the benchmarks use this module without it.)"""
     import pytest
+
     try:
         found = binaries()
     except ControlPlaneUnavailable as exc:

@@ -150,26 +150,27 @@ def eventually(
 # tests keep the order and shorten the times.
 
 
-def _named(status: dict[str, Any], name: str) -> dict[str, Any]:
-    for c in status["containerStatuses"]:
-        c["name"] = name
+def _kubelet(status: dict[str, Any]) -> dict[str, Any]:
+    status.pop("qosClass", None)  # set by the API server at creation, immutable after
     return status
 
 
-def kubelet_running(restarts: int, last_exit: int | None = None, ready: bool = True, name: str = "main") -> dict[str, Any]:
+def kubelet_running(
+    restarts: int, last_exit: int | None = None, ready: bool = True, name: str = "main"
+) -> dict[str, Any]:
     c = container(name, restarts, state="running", exit_code=None, last_exit=last_exit, ready=ready, realistic=True)
-    return pod_status(ready=ready, containers=[c], realistic=True)
+    return _kubelet(pod_status(ready=ready, containers=[c], realistic=True))
 
 
 def kubelet_crashed(restarts: int, exit_code: int = 1, name: str = "main") -> dict[str, Any]:
     last = exit_code if restarts else None
     c = container(name, restarts, state="terminated", exit_code=exit_code, last_exit=last, realistic=True)
-    return pod_status(ready=False, containers=[c], realistic=True)
+    return _kubelet(pod_status(ready=False, containers=[c], realistic=True))
 
 
 def kubelet_backing_off(restarts: int, exit_code: int = 1, name: str = "main") -> dict[str, Any]:
     c = container(name, restarts, state="waiting", exit_code=exit_code, realistic=True)
-    return pod_status(ready=False, containers=[c], realistic=True)
+    return _kubelet(pod_status(ready=False, containers=[c], realistic=True))
 
 
 class CrashLoopingKubelet:
@@ -207,7 +208,7 @@ class CrashLoopingKubelet:
             self.kube.merge_patch(f"/api/v1/namespaces/{self.namespace}/pods/{name}/status", patch)
             return True
         except ApiError as exc:
-            if exc.status not in (404, 409, 422):
+            if exc.status not in (404, 409):  # gone, or replaced by a new Pod of the same name
                 self.errors.append(str(exc))
             return False
 

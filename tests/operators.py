@@ -71,7 +71,7 @@ def binaries(name: str) -> Path:
         return Path(os.environ[ENV[name]])
     if shutil.which("go") is None:
         pytest.skip(f"the {name} controller tier is skipped: Go is not installed (scripts/build-operator {name})")
-    done = subprocess.run([str(BUILD), name], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    done = subprocess.run([str(BUILD), name], capture_output=True, text=True, check=False)
     if done.returncode == 3:
         pytest.skip(f"the {name} controller tier is skipped: {done.stderr.strip().splitlines()[-1]}")
     if done.returncode != 0:
@@ -243,8 +243,20 @@ def _in_private_mount_namespace(argv: list[str], namespace: str) -> list[str]:
         'set -e; mount -t tmpfs -o size=1m,mode=0755 crashwatch-test "$1"; mkdir -p "$2"; '
         'printf %s "$3" > "$2/namespace"; shift 3; exec "$@"'
     )
-    return ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", str(mount_at), str(target),
-            namespace, *argv]
+    return [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        str(mount_at),
+        str(target),
+        namespace,
+        *argv,
+    ]
 
 
 def _healthy(url: str) -> bool:
@@ -312,7 +324,9 @@ def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
     lws_bin = binaries("lws") if lws else None
     why = _can_unshare()
     if why:
-        pytest.skip(f"the operator tier is skipped: {why} (the operator's namespace file needs a private mount namespace)")
+        pytest.skip(
+            f"the operator tier is skipped: {why} (the operator's namespace file needs a private mount namespace)"
+        )
     workdir = tmp_path_factory.mktemp("operators")
     certs = webhook_certs((f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc", f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}"))
     operator_port, lws_port = envtest.free_port(), envtest.free_port()
@@ -486,7 +500,10 @@ def _start_lws(controllers: Controllers, manager: Path, cert_dir: Path, port: in
     path.write_text(yaml.safe_dump(config))
     kubeconfig = controllers.user_kubeconfig(LWS_USER)
     process = _start(
-        "lws-controller", [str(manager), f"--config={path}"], controllers.workdir / "lws.log", {"KUBECONFIG": str(kubeconfig)}
+        "lws-controller",
+        [str(manager), f"--config={path}"],
+        controllers.workdir / "lws.log",
+        {"KUBECONFIG": str(kubeconfig)},
     )
     _wait(process, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), 120, "/readyz")
     return process
@@ -521,8 +538,12 @@ class Recorder:
     def _run(self) -> None:
         import http.client
 
-        connection = http.client.HTTPSConnection(self.kube.host, self.kube.port, context=self.kube.context, timeout=None)
-        connection.request("GET", f"{self.path}?watch=true&allowWatchBookmarks=false", headers={"Accept": "application/json"})
+        connection = http.client.HTTPSConnection(
+            self.kube.host, self.kube.port, context=self.kube.context, timeout=None
+        )
+        connection.request(
+            "GET", f"{self.path}?watch=true&allowWatchBookmarks=false", headers={"Accept": "application/json"}
+        )
         response = connection.getresponse()
         self._response = response
         self._ready.set()
@@ -547,7 +568,7 @@ class Recorder:
         self._stop.set()
         try:
             if self._response is not None:
-                self._response.fp.raw._sock.shutdown(2)  # noqa: SLF001 - end the blocking read at once
+                self._response.fp.raw._sock.shutdown(2)  # end the blocking read at once
         except (AttributeError, OSError):
             pass
         self._thread.join(timeout=10)
