@@ -190,7 +190,9 @@ async def test_while_a_write_is_in_flight_only_the_newest_wanted_status_follows(
     assert h.patcher.stats.writes == 2
 
 
-async def test_an_overwritten_failure_is_written_again_at_once_then_with_growing_backoff(api: FakeApi, client: KubeClient) -> None:
+async def test_an_overwritten_failure_is_written_again_at_once_then_with_growing_backoff(
+    api: FakeApi, client: KubeClient
+) -> None:
     api.put(PLURAL, dcd("w", NOT_READY))
     settings = PatchSettings(reassert_initial=0.3, reassert_max=10)
     h = Harness(StatusPatcher(client, settings))
