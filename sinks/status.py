@@ -68,6 +68,7 @@ class _WriteState:
     written: tuple[object, ...] | None = None  # what our last successful write said
     written_at: float = 0.0
     repeats: int = 0  # writes in a row of the same status: another writer keeps overwriting it
+    episode: int = 0  # a DGD's: counts our DCD writes in its namespace, each of which restarts its backoff
     woken: anyio.Event = field(default_factory=anyio.Event)
     # our last write: the resourceVersion it was made on, and the one it made. A want decided on the
     # former (the aggregator counted our write before its echo came back) is sent with the latter,
@@ -150,6 +151,18 @@ class StatusPatcher:
         self._dcd_landed.set()
         self._dcd_landed = anyio.Event()
 
+    def _dcd_written(self, namespace: str) -> None:
+        """One of our DCD writes landed. The operator will reset the state of the DCD's graph (it reconciles
+        a graph after any write to one of its DCDs), and the flip that made us write (a Pod Ready for a
+        moment, a new restart) makes it overwrite the graph on its own too: a new episode, not a fight.
+        The graphs of the namespace start their backoff afresh, and a reset that follows within the
+        provoked window is answered at once besides."""
+        self._dcd_written_at[namespace] = anyio.current_time()
+        for (kind, where, _), entry in self._objects.items():
+            if kind == DGD_KIND and where == namespace:
+                entry.repeats = 0
+                entry.episode += 1
+
     def _provoked(self, namespace: str, entry: _WriteState) -> bool:
         """Whether one of our DCD writes in `namespace` landed within the provoked window, and this graph
         has not yet answered a reset after it: a reset now is the operator's answer to that write. One
@@ -193,9 +206,11 @@ class StatusPatcher:
                     # status write does not set off again. So does the answer to a graph's reset that our
                     # own DCD write provoked (it reconciles the graph after any write to one of its DCDs):
                     # that is not a fight, and is not counted. Other rewrites in a row back off.
-                    provoked = wanted.kind == DGD_KIND and self._provoked(wanted.namespace, entry)
-                    if entry.repeats == 0 or provoked:
+                    provoked = False
+                    if entry.repeats == 0:
                         delay = 0.0
+                    elif wanted.kind == DGD_KIND and self._provoked(wanted.namespace, entry):
+                        provoked, delay = True, 0.0
                     else:
                         delay = min(
                             self.settings.reassert_max, self.settings.reassert_initial * 2 ** (entry.repeats - 1)
@@ -213,6 +228,7 @@ class StatusPatcher:
                 else:
                     repeats = 0
                 entry.wanted = None
+                episode = entry.episode
                 if wanted.kind == DGD_KIND:
                     await self._after_dcd_writes(wanted.namespace)
                     if entry.wanted is not None:
@@ -225,11 +241,12 @@ class StatusPatcher:
                     finally:
                         self._dcd_ended(wanted.namespace)
                     if sent:
-                        self._dcd_written_at[wanted.namespace] = anyio.current_time()
+                        self._dcd_written(wanted.namespace)
                 if sent:
                     entry.written = wanted.owned()
                     entry.written_at = anyio.current_time()
-                    entry.repeats = repeats
+                    # a DCD write of ours that landed meanwhile restarted the count
+                    entry.repeats = repeats if entry.episode == episode else 0
         finally:
             entry.busy = False
             if entry.wanted is None and entry.written is None:

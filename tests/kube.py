@@ -196,6 +196,7 @@ class CrashLoopingKubelet:
         self.up, self.backoffs, self.exit_code, self.max_restarts = up, backoffs, exit_code, max_restarts
         self.restarts: dict[str, int] = {}  # by Pod uid
         self.crashes = 0
+        self.crashed_at: list[tuple[int, float]] = []  # (restart count, time.monotonic()) of each crash
         self.errors: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -232,6 +233,7 @@ class CrashLoopingKubelet:
                 return
             for pod, count, name in zip(live, restarts, names, strict=True):
                 self._set(pod, kubelet_crashed(count, self.exit_code, name=name))
+            self.crashed_at.append((restarts[0], time.monotonic()))
             self.crashes += 1
             if self.max_restarts is not None and restarts[0] >= self.max_restarts:
                 return

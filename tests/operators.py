@@ -574,12 +574,11 @@ class Recorder:
         self._thread.join(timeout=10)
 
 
-def writes_per_minute(plane: envtest.ControlPlane, user: str, since: str, until: str) -> dict[str, float]:
-    """Status writes (patch/update of a DGD's or DCD's status subresource) by `user` between two audit
-    timestamps (RFC 3339 with microseconds), per minute, and 409s: {"dgd": .., "dcd": .., "conflicts": ..}."""
+def status_writes(plane: envtest.ControlPlane, user: str, since: str, until: str) -> dict[str, int]:
+    """Status writes (patch or update of a DGD's or DCD's status subresource) by `user` between two audit
+    timestamps (RFC 3339 with microseconds), 409s included, and those 409s: {"dgd", "dcd", "conflicts"}."""
     start = datetime.datetime.fromisoformat(since)
     end = datetime.datetime.fromisoformat(until)
-    minutes = max((end - start).total_seconds() / 60, 1e-9)
     counts = {"dgd": 0, "dcd": 0, "conflicts": 0}
     for event in plane.audit_events(user):
         ref = event.get("objectRef", {})
@@ -592,4 +591,9 @@ def writes_per_minute(plane: envtest.ControlPlane, user: str, since: str, until:
         counts[kind] += 1
         if event.get("responseStatus", {}).get("code") == 409:
             counts["conflicts"] += 1
-    return {"dgd": counts["dgd"] / minutes, "dcd": counts["dcd"] / minutes, "conflicts": counts["conflicts"] / minutes}
+    return counts
+
+
+def per_minute(counts: dict[str, int], since: str, until: str) -> dict[str, float]:
+    minutes = (datetime.datetime.fromisoformat(until) - datetime.datetime.fromisoformat(since)).total_seconds() / 60
+    return {key: round(value / max(minutes, 1e-9), 1) for key, value in counts.items()}
