@@ -171,6 +171,30 @@ def lws_crds(src: Path) -> list[dict[str, Any]]:
     return [yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yaml"))]
 
 
+# The operator runs a multinode component on LWS only where the Volcano API group is served too (it makes a
+# PodGroup per LWS): the PodGroup kind alone, schema-less, with no Volcano scheduler behind it. Nothing
+# schedules the Pods here anyway.
+VOLCANO_PODGROUP_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "names": {"kind": "PodGroup", "listKind": "PodGroupList", "plural": "podgroups", "singular": "podgroup"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                "subresources": {"status": {}},
+            }
+        ],
+    },
+}
+
+
 def lws_webhooks(src: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
     """LWS's admission webhooks (config/webhook) as URL-form configurations, with the objectSelector its
     kustomize patches put on the Pod webhooks."""
@@ -332,7 +356,7 @@ def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
     operator_port, lws_port = envtest.free_port(), envtest.free_port()
     crds = operator_crds(operator_bin.parent / "src", operator_port, certs.ca)
     if lws_bin is not None:
-        crds += lws_crds(lws_bin.parent / "src")
+        crds += [*lws_crds(lws_bin.parent / "src"), VOLCANO_PODGROUP_CRD]
     plane_bin = envtest.binaries()
     plane = envtest.ControlPlane(
         plane_bin,

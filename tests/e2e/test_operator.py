@@ -24,7 +24,7 @@ from typing import Any
 import operators
 import pytest
 from dynamo import GRAPH, conditions, dcds, dgds
-from kube import CrashLoopingKubelet, Kube, eventually, make_ready
+from kube import ApiError, CrashLoopingKubelet, Kube, eventually, kubelet_running, make_ready
 from operators import Controllers, Recorder, per_minute, status_writes
 from waiters_bin import waiters_bin
 from watcher import Watcher, kubeconfig_args
@@ -66,8 +66,9 @@ def component(name: str, kind: str, command: list[str], multinode: int | None = 
         "replicas": 1,
         "podTemplate": {"spec": {"containers": [{"name": "main", "image": IMAGE, "command": command}]}},
     }
-    if multinode:
+    if multinode:  # the operator renders the leader's and workers' commands from the main container's args
         spec["multinode"] = {"nodeCount": multinode}
+        spec["podTemplate"]["spec"]["containers"][0]["args"] = ["--model", "Qwen/Qwen3-0.6B"]
     return spec
 
 
@@ -246,3 +247,142 @@ def gaps(seen: list[operators.Seen]) -> list[float]:
 
 def minutes(since: str, until: str) -> float:
     return (datetime.datetime.fromisoformat(until) - datetime.datetime.fromisoformat(since)).total_seconds() / 60
+
+
+# --- real LeaderWorkerSet groups -------------------------------------------------------------------------------
+
+LWS = "leaderworkerset.sigs.k8s.io"
+LWS_NAME = f"{LWS}/name"
+
+
+class GroupKubelet:
+    """Plays the kubelet for the Pods of one LeaderWorkerSet group: each incarnation (a new leader uid) runs
+    for `up` seconds, then its worker's container exits 1 and is restarted once, as a kubelet reports it
+    (running again, restartCount 1, the crash in lastState). The real LWS controller then recreates the
+    group. After `failures` incarnations the next one stays up, Ready."""
+
+    def __init__(self, kube: Kube, namespace: str, lws: str, failures: int, up: float = 1.0) -> None:
+        import threading
+
+        self.kube, self.namespace, self.lws, self.failures, self.up = kube, namespace, lws, failures, up
+        self.leaders: list[str] = []  # the leader uids seen, in order
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _group(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        live = [
+            p
+            for p in pods(self.kube, self.namespace, f"{LWS_NAME}%3D{self.lws}")
+            if not p["metadata"].get("deletionTimestamp")
+        ]
+        leader = [p for p in live if p["metadata"]["labels"].get(f"{LWS}/worker-index") == "0"]
+        worker = [p for p in live if p["metadata"]["labels"].get(f"{LWS}/worker-index") == "1"]
+        if len(leader) != 1 or len(worker) != 1:
+            return None
+        return leader[0], worker[0]
+
+    def _set(self, pod: dict[str, Any], status: dict[str, Any]) -> None:
+        name = pod["metadata"]["name"]
+        try:
+            self.kube.merge_patch(
+                f"/api/v1/namespaces/{self.namespace}/pods/{name}/status",
+                {"metadata": {"uid": pod["metadata"]["uid"]}, "status": status},
+            )
+        except ApiError as exc:
+            if exc.status not in (404, 409):  # gone, or already replaced by the next incarnation
+                self.errors.append(str(exc))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            group = self._group()
+            if group is None or group[0]["metadata"]["uid"] in self.leaders:
+                self._stop.wait(0.05)
+                continue
+            leader, worker = group
+            self.leaders.append(leader["metadata"]["uid"])
+            name = worker["spec"]["containers"][0]["name"]
+            lead = leader["spec"]["containers"][0]["name"]
+            healthy = len(self.leaders) > self.failures
+            self._set(leader, kubelet_running(0, name=lead))
+            self._set(worker, kubelet_running(0, name=name))
+            if healthy or self._stop.wait(self.up):
+                return
+            # the worker's container exits 1, and the kubelet starts it again: restartCount 1
+            self._set(worker, kubelet_running(1, last_exit=1, ready=False, name=name))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def test_a_real_lws_group_recreated_at_each_first_restart_is_a_crash_loop(
+    controllers: Controllers, kube: Kube, namespace: str
+) -> None:
+    kube.create(
+        f"/apis/{V}/namespaces/{namespace}/dynamographdeployments",
+        graph(
+            "llm",
+            component("Frontend", "frontend", ["python3", "-m", "dynamo.frontend"]),
+            component("VllmDecodeWorker", "worker", ["python3", "-m", "dynamo.vllm"], multinode=2),
+        ),
+    )
+    lwss = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+    eventually(lambda: len(kube.get(lwss)["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+    lws = kube.get(lwss)["items"][0]
+    name = lws["metadata"]["name"]
+    assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+    eventually(lambda: len(pods(kube, namespace, f"{LWS_NAME}%3D{name}")) == 2, 120, "the group's two Pods")
+    frontend = pods(kube, namespace, by_type("frontend"))[0]
+    make_ready(kube, namespace, frontend["metadata"]["name"])
+    dcd_name = next(
+        d["metadata"]["name"] for d in kube.get(dcds(namespace))["items"] if "worker" in d["metadata"]["name"]
+    )
+    group: GroupKubelet | None = None
+    with crashwatch(controllers, namespace) as w:
+        w.wait_synced(60)
+        group = GroupKubelet(kube, namespace, name, failures=3)
+        try:
+            # what crashwatch writes (the operator rewrites `Available` and `state` on its own triggers, and
+            # crashwatch answers at once: a read at any one moment may fall between the two)
+            seen: dict[str, dict[str, Any]] = {}
+
+            def reported(path: str, key: str, ok: Any) -> bool:
+                seen[key] = kube.get(path)
+                return bool(ok(seen[key]))
+
+            eventually(
+                lambda: reported(
+                    f"{dcds(namespace)}/{dcd_name}",
+                    "dcd",
+                    lambda o: is_stalled(o) and conditions(o)["Available"]["reason"] == "ContainerCrashLooping",
+                ),
+                120,
+                "the DCD reporting the loop",
+                step=0.1,
+            )
+            eventually(
+                lambda: reported(f"{dgds(namespace)}/llm", "dgd", lambda o: o["status"]["state"] == "failed"),
+                60,
+                "the DGD failed",
+                step=0.1,
+            )
+            dcd, dgd = seen["dcd"], seen["dgd"]
+            w.wait_line('"recreations"', 30)
+            # the group's fourth incarnation comes up and stays Ready: the loop is over
+            eventually(lambda: group is not None and len(group.leaders) >= 4, 120, "the fourth incarnation")
+            eventually(
+                lambda: not is_stalled(kube.get(f"{dcds(namespace)}/{dcd_name}")), 60, "the DCD cleared", step=0.2
+            )
+        finally:
+            group.stop()
+        lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    assert not group.errors, group.errors
+    assert conditions(dcd)["Available"]["reason"] == "ContainerCrashLooping"
+    assert "is recreation-looping" in conditions(dcd)["Stalled"]["message"]
+    assert is_stalled(dgd) and conditions(dgd)["Ready"]["reason"] == "component_crash_looping"
+    looping = next(line for line in lines if line.get("kind") == "component" and line.get("crash_looping"))
+    assert looping["lws"] == name and looping["group"] == "0" and looping["recreations"] >= 2
+    assert looping["exit_code"] == 1 and looping["pod"] == f"{name}-0-1"
+    assert len(set(group.leaders)) == len(group.leaders) >= 4  # each incarnation's leader a new uid
