@@ -206,8 +206,8 @@ def test_a_crash_loop_beside_the_operator_reads_failed_and_never_healthy(
     # and once the Pod stays down, all is quiet
     quiet_from = audit_now()
     time.sleep(5)
-    after = status_writes(controllers.plane, CRASHWATCH, quiet_from, audit_now())
-    assert after["dgd"] + after["dcd"] == 0, after
+    quiet = status_writes(controllers.plane, CRASHWATCH, quiet_from, audit_now())
+    assert quiet["dgd"] + quiet["dcd"] == 0, quiet
     loop_at = next(at for count, at in kubelet.crashed_at if count >= 2)  # down after its second restart
     print(f"the DGD read `failed` {seen[first_failed].at - loop_at:.3f}s after the crash loop began", file=sys.stderr)
     overwritten = gaps(seen)
