@@ -124,6 +124,8 @@ class StatusPatcher:
         self._dcd_sending: dict[str, int] = {}
         self._dcd_landed = anyio.Event()
         self._dcd_written_at: dict[str, float] = {}  # when our last DCD write per namespace landed
+        # the DGDs' entries by namespace, for a DCD write to reach its graphs without a scan of every object
+        self._graphs: dict[str, dict[tuple[str, str, str], _WriteState]] = {}
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with anyio.create_task_group() as tg, receive:
@@ -158,10 +160,9 @@ class StatusPatcher:
         The graphs of the namespace start their backoff afresh, and a reset that follows within the
         provoked window is answered at once besides."""
         self._dcd_written_at[namespace] = anyio.current_time()
-        for (kind, where, _), entry in self._objects.items():
-            if kind == DGD_KIND and where == namespace:
-                entry.repeats = 0
-                entry.episode += 1
+        for entry in self._graphs.get(namespace, {}).values():
+            entry.repeats = 0
+            entry.episode += 1
 
     def _provoked(self, namespace: str, entry: _WriteState) -> bool:
         """Whether one of our DCD writes in `namespace` landed within the provoked window, and this graph
@@ -186,6 +187,8 @@ class StatusPatcher:
         entry = self._objects.get(key)
         if entry is None:
             entry = self._objects[key] = _WriteState()
+            if wanted.kind == DGD_KIND:
+                self._graphs.setdefault(wanted.namespace, {})[key] = entry
         entry.wanted = wanted  # newer replaces older: only the newest is ever written
         entry.woken.set()
         if not entry.busy:
@@ -251,6 +254,9 @@ class StatusPatcher:
             entry.busy = False
             if entry.wanted is None and entry.written is None:
                 self._objects.pop(key, None)
+                graphs = self._graphs.get(key[1])
+                if graphs is not None and graphs.pop(key, None) is not None and not graphs:
+                    del self._graphs[key[1]]
 
     async def _write(self, wanted: StatusWanted, entry: _WriteState) -> bool:
         """Patch until it lands, is no longer needed, or is superseded. True when the object says it."""
