@@ -116,9 +116,16 @@ def own_labels(pod: Pod) -> None:
     pod.metadata.labels = pod.metadata.labels.copy()
 
 
-class PodCondition(msgspec.Struct, gc=False, omit_defaults=True):
+class PodCondition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
+    """A Pod condition. `reason`, `message` and `lastTransitionTime` are what the unschedulable diagnosis
+    reads of PodScheduled; the API server may send any of them as null (kubelet's and the scheduler's
+    conditions often carry `lastTransitionTime: null`), which reads as absent."""
+
     type: str
     status: str = "Unknown"
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
 
 
 class Condition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
@@ -140,12 +147,16 @@ class StateRunning(msgspec.Struct, gc=False):
 
 
 class StateWaiting(msgspec.Struct, gc=False, omit_defaults=True):
-    pass
+    """Why a container waits (ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff ...)."""
+
+    reason: str | None = None
+    message: str | None = None
 
 
 class StateTerminated(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     exit_code: int = 0
     reason: str = ""
+    finished_at: str | None = None  # when a waiting diagnosis of a restarted container began
 
 
 class ContainerState(msgspec.Struct, gc=False, omit_defaults=True):
@@ -166,10 +177,35 @@ class PodStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     conditions: tuple[PodCondition, ...] = ()
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
+    start_time: str | None = None  # when kubelet took the Pod on: a first image pull's grace counts from it
+
+
+class ResourceList(msgspec.Struct, gc=False, omit_defaults=True):
+    """Of a container's limits, the memory one alone (what an OOM kill is measured against)."""
+
+    memory: str | None = None
+
+
+class ContainerResources(msgspec.Struct, gc=False, omit_defaults=True):
+    limits: ResourceList | None = None
+
+
+class ContainerSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    name: str = ""
+    resources: ContainerResources | None = None
+
+
+class PodSpec(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
+    """What the diagnoses read of a Pod's spec: whether an exit 0 is restarted, and the memory limits."""
+
+    restart_policy: str | None = None  # the API server defaults it to Always
+    containers: tuple[ContainerSpec, ...] = ()
+    init_containers: tuple[ContainerSpec, ...] = ()
 
 
 class Pod(msgspec.Struct, gc=False, tag_field="kind", tag="Pod", omit_defaults=True):
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
+    spec: PodSpec = msgspec.field(default_factory=PodSpec)
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
@@ -273,14 +309,7 @@ class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defa
     message: str = ""
 
 
-KubeObject = (
-    Pod
-    | Deployment
-    | DynamoComponentDeployment
-    | DynamoGraphDeployment
-    | LeaderWorkerSet
-    | Status
-)
+KubeObject = Pod | Deployment | DynamoComponentDeployment | DynamoGraphDeployment | LeaderWorkerSet | Status
 
 KINDS: frozenset[str] = frozenset(
     t.__struct_config__.tag  # type: ignore[misc]
