@@ -22,6 +22,7 @@ from crashwatch.errors import leaves
 if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
     from crashwatch.logs import StderrLogger
+    from pipeline.diagnoses import Settings
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -368,6 +369,46 @@ def _group_window(parser: argparse.ArgumentParser) -> None:
         help="a LeaderWorkerSet group recreated at least twice, each after a failure and at most this long "
         "apart, and not all Ready, is recreation-looping (default: 10m)",
     )
+    group = parser.add_argument_group(
+        "diagnoses beside the crash loop (docs/status.md: why these defaults)",
+        "A condition that may still resolve by itself is a diagnosis only once it has lasted its grace, "
+        "counted from the object's own time (a Pod's start, a container's last stop, PodScheduled's "
+        "lastTransitionTime).",
+    )
+    for flag, default, what in (
+        (
+            "image-pull-grace",
+            "3m",
+            "a container waiting with ErrImagePull or ImagePullBackOff (InvalidImageName "
+            "and ErrImageNeverPull fail at once)",
+        ),
+        (
+            "config-error-grace",
+            "2m",
+            "a container waiting with CreateContainerConfigError or CreateContainerError "
+            "(a Secret or ConfigMap may be on its way)",
+        ),
+        (
+            "unschedulable-grace",
+            "15m",
+            "a Pod whose PodScheduled is False with reason Unschedulable (a cluster "
+            "autoscaler may bring a node: 15m is cluster-autoscaler's --max-node-provision-time)",
+        ),
+    ):
+        group.add_argument(
+            f"--{flag}",
+            type=_duration,
+            default=_duration(default),
+            metavar="DURATION",
+            help=f"how long {what} may last before it is a diagnosis (default: {default})",
+        )
+    group.add_argument(
+        "--failed-state",
+        choices=("crash-loop", "all"),
+        default="crash-loop",
+        help="what sets DGD state failed (and DCD Available=False): crash loops alone, as the Dynamo operator "
+        "does, or every diagnosis; Stalled=True is set for every diagnosis either way (default: crash-loop)",
+    )
 
 
 def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
@@ -663,6 +704,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     jobs=args.jobs,
                     group_window=args.group_window,
                     recovery_window=args.recovery_window,
+                    diagnoses=_diagnoses(args),
                     max_record_size=args.max_record_size,
                     log_format=args.log_format,
                     log_level=args.log_level,
@@ -731,6 +773,7 @@ def _live(
             timeout=getattr(args, "timeout", None),
             group_window=args.group_window,
             recovery_window=args.recovery_window,
+            diagnoses=_diagnoses(args),
             watch=watch,
             patch=patch,
             leader=leader,
@@ -739,6 +782,17 @@ def _live(
             log_format=args.log_format,
             log_level=args.log_level,
         )
+    )
+
+
+def _diagnoses(args: argparse.Namespace) -> Settings:
+    from pipeline.diagnoses import Settings
+
+    return Settings(
+        image_pull_grace=args.image_pull_grace,
+        config_error_grace=args.config_error_grace,
+        unschedulable_grace=args.unschedulable_grace,
+        failed_state=args.failed_state,
     )
 
 

@@ -42,6 +42,7 @@ from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
+from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
@@ -89,6 +90,7 @@ class LiveOptions:
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
+    diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -326,6 +328,7 @@ async def _watch(
                 readiness=judge is not None,
                 group_window=options.group_window,
                 recovery_window=options.recovery_window,
+                diagnoses=options.diagnoses,
             )
 
             def report(problem: BadRecord | Rejected) -> bool:

@@ -34,6 +34,7 @@ from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
+from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
@@ -61,6 +62,7 @@ class ReplayOptions:
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
+    diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
     log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
     log_level: Level = "info"
@@ -244,6 +246,7 @@ async def replay(
             group_window=options.group_window,
             strict=options.strict,
             recovery_window=options.recovery_window,
+            diagnoses=options.diagnoses,
         )
 
         def report(problem: BadRecord | Rejected) -> bool:

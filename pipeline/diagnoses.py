@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from pipeline.crashloop import MIN_RESTARTS, Finding, crash_loop, pod_ready
 from pipeline.groups import seconds
-from stream.objects import ContainerSpec, ContainerStatus, Pod
+from stream.objects import ContainerSpec, ContainerStatus, Pod, read_spec
 
 # Finding.diagnosis: "" is the crash loop of the upstream rule
 CRASH_LOOP = ""
@@ -92,7 +92,7 @@ def _container_diagnosis(pod: Pod, name: str, container: ContainerStatus, regula
             if container.restart_count and last is not None and last.finished_at:
                 since = last.finished_at  # a container that ran before: since it last stopped
             else:
-                since = pod.status.start_time or ""
+                since = _scheduled_at(pod)  # a first start: since the Pod was bound to its node
             return Finding(
                 name,
                 container.name,
@@ -118,7 +118,7 @@ def _container_diagnosis(pod: Pod, name: str, container: ContainerStatus, regula
             diagnosis=OOM_KILLED,
             memory_limit=memory_limit(pod, container.name, regular),
         )
-    if regular and (pod.spec.restart_policy or "Always") == "Always":
+    if regular and (read_spec(pod).restart_policy or "Always") == "Always":
         return Finding(name, container.name, container.restart_count, 0, terminated.reason, diagnosis=RESTART_LOOP)
     return None
 
@@ -141,12 +141,22 @@ def _unschedulable(pod: Pod) -> Finding | None:
     return None
 
 
+def _scheduled_at(pod: Pod) -> str:
+    """When the Pod was bound to a node (its PodScheduled condition turned True): where kubelet's first
+    image pull and container creation begin. "" when unsaid."""
+    for condition in pod.status.conditions:
+        if condition.type == "PodScheduled":
+            return (condition.last_transition_time or "") if condition.status == "True" else ""
+    return ""
+
+
 def memory_limit(pod: Pod, container: str, regular: bool = True) -> str:
     """The container's memory limit as its spec writes it ("" when it has none)."""
-    specs: tuple[ContainerSpec, ...] = pod.spec.containers if regular else pod.spec.init_containers
-    for spec in specs:
-        if spec.name == container:
-            limits = spec.resources.limits if spec.resources is not None else None
+    spec = read_spec(pod)
+    specs: tuple[ContainerSpec, ...] = spec.containers if regular else spec.init_containers
+    for each in specs:
+        if each.name == container:
+            limits = each.resources.limits if each.resources is not None else None
             return (limits.memory or "") if limits is not None else ""
     return ""
 

@@ -43,8 +43,9 @@ import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
+from pipeline.graph import REASONS
 from pipeline.outputs import Output, StatusWanted
-from pipeline.status import STALLED
+from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
 from stream.client import ApiError, Backoff, KubeClient, TokenBucket
 from stream.messages import About, Logger, logger
 
@@ -52,6 +53,12 @@ CONTROLLER = "crashwatch"
 ACTION = "Diagnose"
 REASON_CRASH_LOOPING = "ComponentCrashLooping"
 REASON_RECOVERED = "CrashLoopRecovered"
+REASON_OTHER_RECOVERED = "ComponentRecovered"  # a diagnosis other than a crash loop ended
+# the Warning's reason for each `Stalled` reason: the DGD's words (ComponentImagePullFailing ...), on DCDs too
+WARNINGS = {DCD_REASONS[kind]: DGD_STALLED_REASONS[reason] for kind, reason in REASONS.items()} | {
+    reason: reason for reason in DGD_STALLED_REASONS.values()
+}
+SERIES_REASONS = (*sorted(set(WARNINGS.values())), REASON_RECOVERED, REASON_OTHER_RECOVERED)
 NOTE_LIMIT = 1024  # bytes: the API server refuses a longer note
 NAME_LIMIT = 253
 SERIES_WINDOW = 360.0  # client-go's finishTime: a series with no repeat for this long is over
@@ -116,9 +123,11 @@ def occurrences(outputs: Sequence[Output]) -> list[Occurrence]:
             output.api_version, output.kind, output.namespace, output.name, output.uid, output.resource_version
         )
         if stalled.status == "True":
-            found.append(Occurrence(regarding, "Warning", REASON_CRASH_LOOPING, note(stalled.message)))
+            reason = WARNINGS.get(stalled.reason, REASON_CRASH_LOOPING)
+            found.append(Occurrence(regarding, "Warning", reason, note(stalled.message)))
         else:
-            found.append(Occurrence(regarding, "Normal", REASON_RECOVERED, note(stalled.message)))
+            reason = REASON_OTHER_RECOVERED if stalled.reason == STALLED_RECOVERED_REASON else REASON_RECOVERED
+            found.append(Occurrence(regarding, "Normal", reason, note(stalled.message)))
     return found
 
 
@@ -247,16 +256,19 @@ class Folder:
         self.queue.append(key)
 
     def _end_other(self, occurrence: Occurrence, key: Key) -> None:
-        """A crash loop that starts ends the object's recovery series, and a recovery its crash loop's."""
-        other = REASON_RECOVERED if occurrence.reason == REASON_CRASH_LOOPING else REASON_CRASH_LOOPING
-        other_key = (*key[:4], other, key[5])
-        series = self.series.get(other_key)
-        if series is None:
-            return
-        if series.queued or series.busy:
-            series.ended = True
-        else:
-            del self.series[other_key]
+        """A crash loop (or another diagnosis) that starts ends the object's recovery series and those of
+        other diagnoses, and a recovery ends them all."""
+        for other in SERIES_REASONS:
+            if other == occurrence.reason:
+                continue
+            other_key = (*key[:4], other, key[5])
+            series = self.series.get(other_key)
+            if series is None:
+                continue
+            if series.queued or series.busy:
+                series.ended = True
+            else:
+                del self.series[other_key]
 
     def take(self) -> Write | None:
         """The next write, or None when none waits."""

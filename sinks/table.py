@@ -13,7 +13,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
-from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
 from sinks.text import printable
 
 GraphName = tuple[str, str]
@@ -26,7 +26,7 @@ class GraphList(msgspec.Struct):
 
 def verdict_word(graph: GraphReadiness) -> str:
     if graph.crash_looping:
-        return "crash-looping"
+        return failing_word(graph)
     return graph.verdict
 
 

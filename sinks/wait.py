@@ -18,7 +18,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
-from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
 from sinks.text import printable
 
 GraphName = tuple[str, str]  # namespace, name
@@ -37,7 +37,7 @@ def describe(graph: GraphReadiness) -> str:
     if not graph.found:
         return "not found"
     if graph.crash_looping:
-        return f"crash-looping: {crash_looping_summary(graph)}"
+        return f"{failing_word(graph)}: {crash_looping_summary(graph)}"
     state = graph.state or "no state yet"
     counts = f", components ready {graph.components_ready}/{graph.components}" if graph.components else ""
     why = f" ({graph.message})" if graph.message and graph.verdict != "ready" else ""

@@ -251,12 +251,16 @@ _MAX_NULLS = 64
 
 def typed_event(value: dict[str, Any]) -> WatchEvent:
     """A parsed watch event as the typed decoder would have read it from JSON. Raises msgspec's
-    ValidationError. A Pod's labels stay JSON text (`PodMeta`), so they are written back as such."""
+    ValidationError. A Pod's labels and spec stay JSON text (`PodMeta`, `Pod`), so they are written back
+    as such."""
     obj = value.get("object")
     meta = obj.get("metadata") if type(obj) is dict and obj.get("kind") == "Pod" else None
     if type(meta) is dict and "labels" in meta and type(meta["labels"]) is not msgspec.Raw:
         with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong
             meta["labels"] = msgspec.Raw(msgspec.json.encode(meta["labels"]))
+    if meta is not None and type(obj) is dict and "spec" in obj and type(obj["spec"]) is not msgspec.Raw:
+        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.objects.Pod)
+            obj["spec"] = msgspec.Raw(msgspec.json.encode(obj["spec"]))
     return msgspec.convert(value, WatchEvent)
 
 

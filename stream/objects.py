@@ -113,7 +113,21 @@ class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
 
 
 def own_labels(pod: Pod) -> None:
+    """Give a Pod held past its buffer copies of the text it keeps: its labels, and its spec only where a
+    diagnosis may read it (a container restarted twice: pipeline.diagnoses), so a relist holds no specs."""
     pod.metadata.labels = pod.metadata.labels.copy()
+    if pod.spec is not NO_SPEC:
+        pod.spec = pod.spec.copy() if may_read_spec(pod) else NO_SPEC
+
+
+def may_read_spec(pod: Pod) -> bool:
+    """Whether a diagnosis may read the Pod's spec: only for a container that restarted at least twice."""
+    status = pod.status
+    for statuses in (status.container_statuses, status.init_container_statuses):
+        for container in statuses:
+            if container.restart_count >= 2:
+                return True
+    return False
 
 
 class PodCondition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
@@ -177,7 +191,6 @@ class PodStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     conditions: tuple[PodCondition, ...] = ()
     container_statuses: tuple[ContainerStatus, ...] = ()
     init_container_statuses: tuple[ContainerStatus, ...] = ()
-    start_time: str | None = None  # when kubelet took the Pod on: a first image pull's grace counts from it
 
 
 class ResourceList(msgspec.Struct, gc=False, omit_defaults=True):
@@ -203,9 +216,25 @@ class PodSpec(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     init_containers: tuple[ContainerSpec, ...] = ()
 
 
+NO_SPEC = msgspec.Raw(b"{}")
+_read_spec = msgspec.json.Decoder(PodSpec).decode
+
+
+def read_spec(pod: Pod) -> PodSpec:
+    """The Pod's spec, read when a diagnosis asks (rarely: a container restarted twice and exited 0);
+    one that cannot be read is taken for an empty one (the defaults: restartPolicy Always, no limits)."""
+    try:
+        return _read_spec(pod.spec)
+    except _UNREADABLE:
+        return PodSpec()
+
+
 class Pod(msgspec.Struct, gc=False, tag_field="kind", tag="Pod", omit_defaults=True):
+    """`spec` stays JSON text, as labels do (PodMeta): about half of a Pod's bytes, read by a diagnosis
+    only for a container that restarted twice (`read_spec`); kept as text it costs no more than skipped."""
+
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
-    spec: PodSpec = msgspec.field(default_factory=PodSpec)
+    spec: msgspec.Raw = NO_SPEC
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 

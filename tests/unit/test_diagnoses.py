@@ -29,13 +29,13 @@ def check(raw: dict[str, Any]) -> Finding | None:
 
 
 def waiting(reason: str, message: str = "", restarts: int = 0, **kw: Any) -> dict[str, Any]:
-    """A Pod whose main container waits with `reason`, started at STARTED."""
+    """A Pod whose main container waits with `reason`, bound to its node at STARTED."""
     obj = pod(
         containers=[container(state="waiting", restarts=restarts, exit_code=None, waiting=reason, backoff=message)],
         phase="Pending",
         **kw,
     )
-    obj["status"]["startTime"] = STARTED
+    obj["status"]["conditions"].append({"type": "PodScheduled", "status": "True", "lastTransitionTime": STARTED})
     return obj
 
 
@@ -244,7 +244,7 @@ def said(outputs: list[Output]) -> list[tuple[str | None, str, str | None]]:
     return out
 
 
-def test_a_retried_pull_fails_only_after_its_grace_counted_from_the_pods_start() -> None:
+def test_a_retried_pull_fails_only_after_its_grace_counted_from_the_pods_binding() -> None:
     pipeline = Pipeline(diagnoses=Settings(image_pull_grace=60))
     assert said(pipeline.feed([event("ADDED", waiting("ErrImagePull"), at(10))])) == []
     assert said(pipeline.feed([event("MODIFIED", waiting("ImagePullBackOff"), at(30))])) == []
@@ -357,3 +357,31 @@ def test_two_components_with_different_diagnoses_fail_the_graph_as_mixed() -> No
     graph = [o for o in out if isinstance(o, GraphChange)]
     assert [(g.reason, g.components) for g in graph] == [("components_failing", ("worker", "y"))]
     assert graph[0].message.startswith("Components failing: worker: container main of Pod a-0 cannot pull")
+
+
+def test_a_pod_without_a_binding_time_counts_its_pull_grace_from_first_sight() -> None:
+    obj = waiting("ErrImagePull")
+    obj["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": None}]
+    found = check(obj)
+    assert found is not None and found.since == ""
+
+
+def test_a_spec_that_cannot_be_read_is_taken_for_the_defaults() -> None:
+    obj = exited(0, "OOMKilled")
+    obj["spec"] = {"containers": "not a list", "restartPolicy": 7}
+    found = check(obj)
+    assert found is not None and (found.diagnosis, found.memory_limit) == (OOM_KILLED, "")
+
+
+def test_a_relisted_pod_keeps_its_spec_only_where_a_diagnosis_reads_it() -> None:
+    """A relist holds its Pods until its end: their specs (half a Pod's bytes) are dropped unless a
+    container restarted twice, where the restart-loop and OOM rules read the spec."""
+    from stream.objects import NO_SPEC, own_labels
+
+    looping = typed_pod(exited(0, "OOMKilled"))
+    own_labels(looping)
+    assert looping.spec is not NO_SPEC and diagnose(looping) is not None
+    assert diagnose(looping).memory_limit == "4Gi"  # type: ignore[union-attr]
+    fresh = typed_pod(exited(0, "Completed", restarts=1))
+    own_labels(fresh)
+    assert fresh.spec is NO_SPEC
