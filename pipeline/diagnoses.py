@@ -31,7 +31,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+
+import msgspec
 
 from pipeline.crashloop import MIN_RESTARTS, Finding, crash_loop, pod_ready
 from pipeline.groups import seconds
@@ -197,8 +198,7 @@ def rank(finding: Finding) -> int:
     return RANK.get(finding.diagnosis, len(RANK))
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(msgspec.Struct, frozen=True):
     """The graces of the diagnoses that may resolve by themselves (seconds), and whether the DGD's
     `state: failed` (and the DCD's `Available=False`) is written for crash loops alone, as upstream, or
     for every diagnosis (`--failed-state`)."""
