@@ -510,6 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(tail)
     _line_format(tail, "-o", "--output")
+    _log_lines(tail)
     _shard_options(tail)
 
     record = commands.add_parser(
@@ -550,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(wait, serve=False)
     _line_format(wait, "-o", "--output")
+    _log_lines(wait)
 
     get = commands.add_parser(
         "get",
@@ -564,7 +566,28 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", dest="format", choices=("wide", "json"), default=None, help="wide columns, or JSON"
     )
     _cluster_options(get, serve=False)
+    _log_lines(get)
     return parser
+
+
+def _log_lines(parser: argparse.ArgumentParser) -> None:
+    """tail, wait and get: the crashed container's last lines, read with the caller's credentials."""
+    parser.add_argument(
+        "--log-lines",
+        type=_whole_or_zero,
+        default=10,
+        metavar="N",
+        help="show the last N lines (at most 4KiB) of a crashed container's output under its verdict: tail "
+        "under each new crash, wait on failure, get with -o wide; needs get on pods/log, else they are left out "
+        "(default: 10; 0: none)",
+    )
+
+
+def _whole_or_zero(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _duration(text: str) -> float:
@@ -774,6 +797,7 @@ def _live(
             group_window=args.group_window,
             recovery_window=args.recovery_window,
             diagnoses=_diagnoses(args),
+            log_lines=getattr(args, "log_lines", 0) if args.command != "get" or args.format == "wide" else 0,
             watch=watch,
             patch=patch,
             leader=leader,
