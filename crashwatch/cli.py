@@ -324,6 +324,13 @@ def _events_options(parser: argparse.ArgumentParser) -> None:
         "while a crash loop holds, Normal CrashLoopRecovered when it ends (default: true)",
     )
     parser.add_argument("--no-events", dest="events", action="store_false", help="the same as --events=false")
+    parser.add_argument(
+        "--event-logs",
+        action="store_true",
+        help="add the crashed container's last 10 lines (within the Event's 1KiB note) to a DCD's Warning Event; "
+        "needs get on pods and pods/log (k8s/watcher/event-logs-rbac.yaml); logs never go into status "
+        "(default: off)",
+    )
 
 
 def _bool(text: str) -> bool:
@@ -763,6 +770,7 @@ def _live(
 ) -> int:
     from crashwatch.live import LiveOptions, run_live
     from sinks.events import EventSettings
+    from sinks.logs import DEFAULT_LINES
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
 
@@ -802,7 +810,11 @@ def _live(
             patch=patch,
             leader=leader,
             namespace_filter=getattr(args, "namespace_filter", None),
-            events=EventSettings(request_timeout=args.request_timeout) if getattr(args, "events", False) else None,
+            events=EventSettings(
+                request_timeout=args.request_timeout, logs=DEFAULT_LINES if getattr(args, "event_logs", False) else 0
+            )
+            if getattr(args, "events", False)
+            else None,
             log_format=args.log_format,
             log_level=args.log_level,
         )

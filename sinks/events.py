@@ -43,9 +43,11 @@ import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
+from pipeline.crashloop import Finding
 from pipeline.graph import REASONS
-from pipeline.outputs import Output, StatusWanted
+from pipeline.outputs import ComponentChange, Output, StatusWanted
 from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
+from sinks.logs import LogReader, crashed
 from stream.client import ApiError, Backoff, KubeClient, TokenBucket
 from stream.messages import About, Logger, logger
 
@@ -77,6 +79,7 @@ class EventSettings:
     request_timeout: float = 30.0
     series_window: float = SERIES_WINDOW
     instance: str = ""  # reportingInstance; "" for the Pod's name (HOSTNAME) or the host's
+    logs: int = 0  # --event-logs: the crashed container's last lines under a DCD's Warning note (0: none)
 
 
 class Regarding(msgspec.Struct, frozen=True, gc=False):
@@ -375,6 +378,17 @@ class EventRecorder:
         self._stopped = anyio.Event()
         self._closed = False
         self._said: set[int] = set()
+        # --event-logs: each DCD's current finding (from the verdict changes), whose container's last lines
+        # a Warning's note carries; read when the Event is written, never in the input loop
+        self._findings: dict[tuple[str, str], Finding] = {}
+        self.logs: LogReader | None = None
+        if self.settings.logs > 0:
+            self.logs = LogReader(
+                client, self.settings.logs, timeout=min(5.0, self.settings.request_timeout), log=self._no_logs
+            )
+
+    def _no_logs(self, message: str) -> None:
+        self.log(message, "warning")
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with anyio.create_task_group() as tg:
@@ -390,6 +404,13 @@ class EventRecorder:
 
     def observe(self, outputs: Sequence[Output]) -> None:
         """Fold a batch's occurrences in; never waits."""
+        if self.logs is not None:
+            for output in outputs:
+                if type(output) is ComponentChange and output.dcd is not None:
+                    if crashed(output.finding):
+                        self._findings[(output.namespace, output.dcd)] = output.finding  # type: ignore[assignment]
+                    else:
+                        self._findings.pop((output.namespace, output.dcd), None)
         for occurrence in occurrences(outputs):
             if not self.is_leader():
                 self.stats.not_leader += 1
@@ -427,7 +448,28 @@ class EventRecorder:
             finally:
                 self.folder.done(write, exists)
 
+    async def _with_logs(self, write: Write) -> None:
+        """A new Warning on a DCD, with --event-logs: its note gains the crashed container's last lines."""
+        regarding = write.create.get("regarding")
+        if (
+            self.logs is None
+            or write.patch is not None
+            or write.create.get("type") != "Warning"
+            or not isinstance(regarding, dict)
+            or regarding.get("kind") != "DynamoComponentDeployment"
+        ):
+            return
+        finding = self._findings.get((write.namespace, str(regarding.get("name"))))
+        if finding is None:
+            return
+        last = await self.logs.read(write.namespace, finding.pod, finding.container)
+        if last is not None and last.lines:
+            which = "previous run" if last.previous else "last run"
+            said = f"{write.create['note']}\nlast lines of container {last.container} ({which}):\n"
+            write.create["note"] = note(said + "\n".join(last.lines))
+
     async def _send(self, write: Write) -> bool:
+        await self._with_logs(write)
         path = EVENTS.format(namespace=write.namespace)
         backoff = Backoff(0.5, 5.0)
         for attempt in range(self.settings.tries):

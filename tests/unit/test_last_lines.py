@@ -206,3 +206,61 @@ async def test_get_wide_shows_them_under_the_table_and_the_plain_table_does_not(
         await table.run(receive)
         text = out.getvalue().decode()
         assert ("  | exit 1" in text) == (view == "wide")
+
+
+class EventsApi(Kubelet):
+    """The kubelet stub, which also takes Event writes (POST/PATCH) and keeps their bodies."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.events: list[dict[str, Any]] = []
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str] | None = None,
+        body: bytes | None = None,
+        content_type: str | None = None,
+        timeout: float = 30.0,
+    ) -> Response:
+        if "/events" in path:
+            self.events.append(json.loads(body or b"{}"))
+            return Response(201, b"{}")
+        return await super().request(method, path, query, body, content_type, timeout)
+
+
+async def recorded(api: EventsApi, logs: int) -> list[dict[str, Any]]:
+    from builders import dcd
+
+    from sinks.events import EventRecorder, EventSettings
+
+    pipeline = Pipeline(synced=False)
+    pipeline.feed([event("ADDED", dgd(), T0), event("ADDED", dcd("g-worker"), T0)])
+    pipeline.sync(T0)
+    outputs = pipeline.feed([event("ADDED", crashing(restarts=2), T0)])
+    recorder = EventRecorder(api, EventSettings(logs=logs))  # type: ignore[arg-type]
+    send, receive = anyio.create_memory_object_stream[list[Output]](4)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(recorder.run, receive)
+        async with send:
+            await send.send(outputs)
+            with anyio.fail_after(10):
+                while len(api.events) < 2:
+                    await anyio.sleep(0.01)
+    return api.events
+
+
+@pytest.mark.anyio
+async def test_event_logs_add_the_last_lines_to_the_dcds_warning_and_only_with_the_option() -> None:
+    finding = "container main of Pod p-0 restarted 2 times and is down after exit code 1"
+    with_logs = await recorded(EventsApi(running=False, current=b"\x1b[1mloading\nRuntimeError: CUDA\n"), 10)
+    notes = {e["regarding"]["kind"]: e["note"] for e in with_logs}
+    assert notes["DynamoComponentDeployment"] == (
+        f"{finding}\nlast lines of container main (last run):\n\\x1b[1mloading\nRuntimeError: CUDA"
+    )
+    assert notes["DynamoGraphDeployment"] == f"Components crash-looping: worker: {finding}"  # no logs there
+    api = EventsApi(running=False, current=b"secret\n")
+    without = await recorded(api, 0)
+    assert {e["note"] for e in without} == {finding, f"Components crash-looping: worker: {finding}"}
+    assert not any("/log" in path for path, _ in api.asked)  # not even asked for
