@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
 import envtest
 import pytest
+import yaml
 from builders import container, pod_status
 from cli import run
 from dynamo import conditions, dcds, dgds, labelled_pod, make_graph
-from kube import Kube, make_ready, set_pod_status
+from kube import Kube, crash_status, make_ready, set_pod_status
 from waiters_bin import waiters_bin
 from watcher import Watcher, kubeconfig_args
 
@@ -127,3 +129,71 @@ def subprocess_kstatus(waiters: Path, *objects: dict[str, Any]) -> list[dict[str
     )
     assert done.returncode == 0, done.stderr.decode()
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+WATCHER = Path(__file__).resolve().parents[2] / "k8s" / "watcher"
+
+
+def _grant(kube: Kube, manifest: str, suffix: str, namespace: str, account: str) -> list[str]:
+    """The ClusterRole of a k8s/watcher manifest, named uniquely, bound to the test's ServiceAccount."""
+    role = next(doc for doc in yaml.safe_load_all((WATCHER / manifest).read_text()) if doc["kind"] == "ClusterRole")
+    name = role["metadata"]["name"] + suffix
+    role["metadata"] = {"name": name}
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    kube.create(f"{rbac}/clusterroles", role)
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+    }
+    kube.create(f"{rbac}/clusterrolebindings", binding)
+    return [f"{rbac}/clusterrolebindings/{name}", f"{rbac}/clusterroles/{name}"]
+
+
+def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
+    control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """`run --event-logs` as k8s/watcher's identity: refused the logs (said once, Events written without
+    them) until event-logs-rbac.yaml's rules are added, which then let it read the Pod and ask for its log
+    (here no kubelet answers it, so only the refusal's absence shows)."""
+    suffix = f"-{uuid.uuid4().hex[:8]}"
+    account = "crashwatch"
+    kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": account}})
+    created = _grant(kube, "clusterrole.yaml", suffix, namespace, account)
+    try:
+        token = kube.create(
+            f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
+            {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+        )["status"]["token"]
+        config = envtest.write_kubeconfig(
+            tmp_path / "sa", control_plane.url, control_plane.certs["ca.crt"], namespace=namespace, token=token
+        )
+        make_graph(kube, namespace, deployments=False)
+        events = f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+        def warnings() -> list[dict[str, Any]]:
+            return [e for e in kube.get(events)["items"] if e["regarding"]["kind"] == "DynamoComponentDeployment"]
+
+        for pod, granted in (("llm-worker-0", False), ("llm-worker-1", True)):
+            if granted:
+                created += _grant(kube, "event-logs-rbac.yaml", suffix, namespace, account)
+            with Watcher("run", "-n", namespace, "--event-logs", "--kubeconfig", str(config)) as w:
+                w.wait_synced()
+                labelled_pod(kube, namespace, pod, GRAPH, "worker")
+                for restarts in (1, 2):
+                    set_pod_status(kube, namespace, pod, _crash(restarts))
+                w.wait_for(lambda pod=pod: any(pod in e["note"] for e in warnings()), what="the Warning Event")
+                refused = "cannot read container logs (403" in w.stderr()
+                assert refused is not granted, w.stderr()
+                make_ready(kube, namespace, pod)
+                kube.wait_for(f"{dcds(namespace)}/{DCD}", lambda o: stalled(o, "False", "NoCrashLoop"))
+            kube.delete(f"/api/v1/namespaces/{namespace}/pods/{pod}", grace=0)
+    finally:
+        for path in created:
+            kube.delete(path)
+
+
+def _crash(restarts: int) -> dict[str, Any]:
+    return crash_status(restarts)
