@@ -328,7 +328,7 @@ def _events_options(parser: argparse.ArgumentParser) -> None:
         "--event-logs",
         action="store_true",
         help="add the crashed container's last 10 lines (within the Event's 1KiB note) to a DCD's Warning Event; "
-        "needs get on pods and pods/log (k8s/watcher/event-logs-rbac.yaml); logs never go into status "
+        "needs get on pods and pods/log (k8s/event-logs); logs never go into status "
         "(default: off)",
     )
 

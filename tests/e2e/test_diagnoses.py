@@ -156,7 +156,7 @@ def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
     control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
     """`run --event-logs` as k8s/watcher's identity: refused the logs (said once, Events written without
-    them) until event-logs-rbac.yaml's rules are added, which then let it read the Pod and ask for its log
+    them) until k8s/event-logs' rules are added, which then let it read the Pod and ask for its log
     (here no kubelet answers it, so only the refusal's absence shows)."""
     suffix = f"-{uuid.uuid4().hex[:8]}"
     account = "crashwatch"
@@ -178,7 +178,7 @@ def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
 
         for pod, granted in (("llm-worker-0", False), ("llm-worker-1", True)):
             if granted:
-                created += _grant(kube, "event-logs-rbac.yaml", suffix, namespace, account)
+                created += _grant(kube, "../event-logs/clusterrole.yaml", suffix, namespace, account)
             with Watcher("run", "-n", namespace, "--event-logs", "--kubeconfig", str(config)) as w:
                 w.wait_synced()
                 labelled_pod(kube, namespace, pod, GRAPH, "worker")
