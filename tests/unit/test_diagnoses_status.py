@@ -204,3 +204,18 @@ def test_wait_and_get_name_the_diagnosis() -> None:
     table = render_table([graph], namespaces=False, wide=True).splitlines()
     assert table[1].split()[:5] == ["g", "pending", "image-pull-failing", "0/1", "worker"]
     assert "pod=p-0 container=main ImagePullBackOff" in table[1]
+
+
+def test_a_diagnosis_overwritten_by_the_operator_is_asserted_again() -> None:
+    """With --failed-state all, an operator without the upstream change rewrites the DGD to pending: the
+    failure still holds, so it is wanted again (the patcher spaces such writes with backoff)."""
+    pipeline = setup("all")
+    out = feed(pipeline, pulling())
+    assert wanted(out, "DynamoGraphDeployment")["state"] == "failed"
+    rewritten = dgd()  # the operator's pending, and no Stalled: as before crashwatch wrote
+    rewritten["metadata"]["resourceVersion"] = "7"
+    again = feed(pipeline, rewritten)
+    on_dgd = wanted(again, "DynamoGraphDeployment")
+    assert on_dgd["state"] == "failed"
+    assert on_dgd["Ready"][:2] == ("False", "component_image_pull_failing")
+    assert on_dgd["Stalled"][:2] == ("True", "ComponentImagePullFailing")
