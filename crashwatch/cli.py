@@ -65,9 +65,12 @@ examples:
 
 what it writes (docs/status.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
 state failed with Ready reason component_crash_looping, and on both the kstatus condition Stalled=True
-(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains. Kubernetes Events on
-the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its count climbing with the
-restarts) and Normal CrashLoopRecovered.
+(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains. The other diagnoses (an
+image that cannot be pulled, a config error, an unschedulable Pod, an exit-0 restart loop, an OOM kill)
+set Stalled=True with a reason naming each, after their graces; --failed-state all fails the DGD for them
+too. Kubernetes Events on the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its
+count climbing with the restarts) and Normal CrashLoopRecovered, and a Warning in each other diagnosis's
+words (ComponentImagePullFailing ...) with Normal ComponentRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
 get/patch on their status subresources, and create/patch on events.k8s.io events.
@@ -116,9 +119,9 @@ enough) and also reads a failure already written to their status (Stalled=True, 
 goes to stderr, one line whenever a graph's standing changes; the result to stdout.
 
 exit codes: 0 every graph is successful at its current generation and none crash-loops, 1 a graph
-failed (a component crash-loops, or its status says failed), 3 a named graph does not exist,
-124 --timeout ran out (stdout says what it still waits for), 2 usage error, 69 the Dynamo CRDs are
-not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
+failed (a component crash-loops or shows another diagnosis past its grace, or its status says failed),
+3 a named graph does not exist, 124 --timeout ran out (stdout says what it still waits for), 2 usage
+error, 69 the Dynamo CRDs are not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
 """
 
 GET_EXAMPLES = """\
