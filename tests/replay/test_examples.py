@@ -253,3 +253,20 @@ def test_a_pipe_on_stdin_is_diagnosed_record_by_record() -> None:
         proc.wait(timeout=30)
         proc.stdout.close()
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("form", ["yaml", "workers"])
+def test_the_diagnoses_read_the_same_from_yaml_and_with_decoding_workers(form: str, tmp_path: Path) -> None:
+    """A Pod's spec stays JSON text (the OOM rule reads its memory limit from it): a YAML log turns it into
+    text on the way, and decoding workers read it from their own buffers; both say what the JSON does."""
+    log = EXAMPLES / "diagnoses.jsonl"
+    if form == "yaml":
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        target = tmp_path / "diagnoses.yaml"
+        target.write_text(yaml.safe_dump_all(events))
+        result = run("replay", str(target))
+    else:
+        result = run("replay", "-j", "2", str(log))
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert result.stdout.decode() == (EXAMPLES / "diagnoses.expected.txt").read_text()
+    assert "limit=80Gi" in result.stdout.decode()
