@@ -11,7 +11,9 @@ import gc
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -629,7 +631,18 @@ def _jobs(text: str) -> int:
     return value
 
 
+def take_sigint() -> None:
+    """Take SIGINT even when started with it ignored, as a background job of a script is (`crashwatch
+    replay log &` in `sh -c`): Python then installs no KeyboardInterrupt handler, and `kill -INT` (or a
+    Ctrl-C meant for the whole script) would do nothing to `replay`, while the live commands, whose
+    signal receiver overrides the inherited disposition, stop. kubectl (Go's signal.Notify) takes it too.
+    A script whose Ctrl-C should leave a background crashwatch running starts it with `setsid`."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    take_sigint()
     code = _run(argv)
     # The answer is out: spare the interpreter's last collection over every object it made (two thirds of
     # a second for `wait`, whose exit is what a CI script waits on). Nothing is left to collect that

@@ -9,7 +9,6 @@ hold a billion laughs fails fast instead of taking the machine's memory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,7 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli import EXAMPLES, crashwatch_command
+from cli import (
+    EXAMPLES,
+    as_from_a_terminal,
+    crashwatch_command,
+    popen,
+    switches,
+    until,
+    until_catching,
+    wchan,
+    with_sigint_ignored,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))  # the corpus lives next to this file
 from corpus import CASES, GOOD, Case, jsonl
@@ -246,42 +255,50 @@ def test_a_failing_stderr_changes_nothing_else(folder: Path) -> None:
     assert (result.returncode, result.stdout) == (65, EXPECTED)
 
 
-def _until_blocked_writing(pid: int, timeout: float = 30) -> None:
-    """Until a thread of the process sleeps in a write to a full pipe, as the kernel says (/proc's wchan):
-    the state the test needs, waited for, where a sleep would only hope the writer got there."""
-    deadline = time.monotonic() + timeout
-    while True:
-        waits = []
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                waits.append((task / "wchan").read_text())
-        if any("pipe_write" in wait for wait in waits):
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"no thread of {pid} is blocked writing to a pipe after {timeout} s (wchan: {waits})")
-        time.sleep(0.01)
+def _until_blocked_writing(pid: int, timeout: float = 60) -> None:
+    """Until the main thread (the one that writes the verdict lines, and takes signals) sleeps in a write
+    to a full pipe, as the kernel says (/proc's wchan): the state the test needs, waited for, where a
+    sleep would only hope the writer got there."""
+    until(lambda: "pipe_write" in wchan(pid, pid), f"the main thread of {pid} blocked writing to a pipe", timeout)
 
 
+def _ctrl_c(proc: subprocess.Popen[bytes]) -> None:
+    """One press of Ctrl-C while the main thread is blocked on the full pipe, and until it has been
+    taken: the kernel wakes the thread, the interpreter runs its handler and retries the write, so the
+    thread sleeps in the pipe again, one voluntary context switch later. (Two signals sent before the
+    first is taken would be one: the interpreter runs a handler once for any number pending.)"""
+    _until_blocked_writing(proc.pid)
+    before = switches(proc.pid, proc.pid)
+    proc.send_signal(signal.SIGINT)
+    until(
+        lambda: switches(proc.pid, proc.pid) > before and "pipe_write" in wchan(proc.pid, proc.pid),
+        "SIGINT taken, and the write blocked again",
+    )
+
+
+@pytest.mark.parametrize("started", ["from a terminal", "with SIGINT ignored"])
 @pytest.mark.parametrize("source", ["file", "pipe"])
-def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str) -> None:
-    """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other."""
+def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str, started: str) -> None:
+    """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other.
+
+    Also when crashwatch starts with SIGINT ignored, as a background job of a script does (`crashwatch
+    replay log &` in `sh -c`, then `kill -INT`): it takes SIGINT all the same, as kubectl does."""
     log = folder / "flip.jsonl"
     _big_log(log, 400)
     args = [*crashwatch_command(), "replay", "-o", "json"]
+    preexec = as_from_a_terminal if started == "from a terminal" else with_sigint_ignored
     if source == "file":
-        proc = subprocess.Popen([*args, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = popen([*args, str(log)], preexec, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     else:  # a pipe that is still being written: read by the reader thread, record by record
         cat = subprocess.Popen(["cat", str(log)], stdout=subprocess.PIPE)
         assert cat.stdout is not None
-        proc = subprocess.Popen([*args, "-"], stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = popen([*args, "-"], preexec, stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         cat.stdout.close()
     assert proc.stdout is not None
     first = os.read(proc.stdout.fileno(), 1000)  # it has started writing (and soon fills the pipe)
-    _until_blocked_writing(proc.pid)  # on the full pipe: the state the signals must meet
-    proc.send_signal(signal.SIGINT)  # the pauses below are the scenario: two separate presses of Ctrl-C
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    until_catching(proc, signal.SIGINT)
+    _ctrl_c(proc)  # two separate presses: the first stops the replay after this write...
+    proc.send_signal(signal.SIGINT)  # ...the second, taken during it, ends it at the end of its line
     rest, err = proc.communicate(timeout=60)
     if source == "pipe":
         cat.wait(timeout=60)
