@@ -412,6 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the DCD/DGD status patches the live watcher would send (JSON lines) instead of verdict changes",
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
+    replay.add_argument(
+        "-n",
+        "--namespace",
+        type=_namespace_name,
+        default="default",
+        metavar="NS",
+        help="the namespace of a manifest's objects that name none, as kubectl apply -n (default: default); "
+        "objects that name one keep it",
+    )
     _group_window(replay)
     _log_options(replay)
     replay.add_argument(
@@ -624,6 +633,18 @@ def _size(text: str) -> int:
     return value
 
 
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _namespace_name(text: str) -> str:
+    """A namespace name as Kubernetes takes one (a DNS label)."""
+    if _NAMESPACE_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not a namespace name (lower-case letters, digits and '-', at most 63): {text!r}"
+        )
+    return text
+
+
 def _jobs(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_JOBS:
@@ -677,6 +698,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     group_window=args.group_window,
                     recovery_window=args.recovery_window,
                     max_record_size=args.max_record_size,
+                    namespace=args.namespace,
                     log_format=args.log_format,
                     log_level=args.log_level,
                 )

@@ -44,6 +44,7 @@ from stream.events import BadRecord, WatchEvent
 BATCH = 256
 CHUNK = 1 << 22
 MAX_RECORD = 16 << 20  # a few MB above the largest object the API server stores (etcd's 1.5 MB request limit)
+DEFAULT_NAMESPACE = "default"  # where a manifest's object without a namespace goes, as with kubectl
 CUT_AT_END = "record is cut short (the log ends before it closes)"
 SNIFF = 1 << 16  # how much of a log's beginning may be read to tell its format
 LogItem = WatchEvent | BadRecord
@@ -78,6 +79,7 @@ class LogSource:
     stream: IO[bytes]
     yaml: bool
     max_record: int = MAX_RECORD
+    namespace: str = DEFAULT_NAMESPACE  # for a manifest's objects that name none (a bare object, a List item)
     live: bool = False
     file: IO[bytes] | None = None
     path: str = ""
@@ -97,7 +99,9 @@ class LogSource:
             stream.close()
 
 
-def open_log(path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD) -> LogSource:
+def open_log(
+    path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD, namespace: str = DEFAULT_NAMESPACE
+) -> LogSource:
     """Open a log, detect its compression, encoding and format; raise LogUnreadable with a one-line reason."""
     name = "<stdin>" if path == "-" else path
     closing: list[IO[bytes]] = []
@@ -116,7 +120,9 @@ def open_log(path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RE
             raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
         closing.append(raw)
     try:
-        return _open(name, raw, closing, max_record)
+        source = _open(name, raw, closing, max_record)
+        source.namespace = namespace
+        return source
     except LogUnreadable:
         for stream in closing:
             stream.close()
@@ -648,9 +654,12 @@ class JsonRecords:
     swallows the records around it, and JSON lines and kubectl's output read alike, even mixed.
     """
 
-    def __init__(self, name: str, limit: int, damage: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self, name: str, limit: int, damage: Callable[[], str | None] = lambda: None, namespace: str = DEFAULT_NAMESPACE
+    ) -> None:
         self.name = name
         self.limit = limit
+        self.namespace = namespace
         self.damage = damage
         self.pending: list[bytes] | None = None  # the lines of an open pretty-printed record
         self.size = 0
@@ -728,7 +737,7 @@ class JsonRecords:
 
     def _decode(self, data: bytes, where: str, last: bool) -> list[LogItem]:
         try:
-            decoded = decode_json(data)
+            decoded = decode_json(data, self.namespace)
         except RecordProblem as exc:
             if last and exc.cut:
                 # a final line with no newline that does not close is what a killed writer leaves, or
@@ -772,7 +781,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
     """
     size = 1 if live else BATCH
     name = source.name
-    records = JsonRecords(name, source.max_record, source.damage)
+    records = JsonRecords(name, source.max_record, source.damage, source.namespace)
     out: list[LogItem] = []
     lineno = 0
     fast = read_event
@@ -925,7 +934,7 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                         yield BadRecord(where, str(document))
                     elif document is not None:
                         try:
-                            decoded = decode_json(document)
+                            decoded = decode_json(document, source.namespace)
                         except RecordProblem as exc:
                             yield BadRecord(where, str(exc))
                             continue

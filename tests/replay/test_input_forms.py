@@ -1,0 +1,63 @@
+"""Input as users have it besides watch logs: manifests (as Dynamo's examples are written), `jq -s .`
+of a watch log, `kubectl get -o yaml` of a large cluster, YAML with merge keys, JSON with comments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from cli import EXAMPLES, run
+
+LOG = EXAMPLES / "rollout-recovers.jsonl"
+
+
+def events(path: Path = LOG) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def objects_without_namespace() -> list[dict[str, Any]]:
+    """The example's objects as manifests: bare, without `time`, and without metadata.namespace."""
+    out = []
+    for event in events():
+        obj = event["object"]
+        del obj["metadata"]["namespace"]
+        out.append(obj)
+    return out
+
+
+def lines(result: Any) -> list[str]:
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stderr == b""
+    return [str(line) for line in result.stdout.decode().splitlines()]
+
+
+def test_a_manifest_without_a_namespace_is_read_into_default_or_the_one_named(tmp_path: Path) -> None:
+    manifest = tmp_path / "vllm-agg.yaml"
+    manifest.write_text(yaml.safe_dump_all(objects_without_namespace()))
+    # the example's verdicts, in namespace NS, with no times (a manifest carries none)
+    expected = ["-  " + line.split("  ", 1)[1].replace("dynamo/", "NS/") for line in lines(run("replay", str(LOG)))]
+    assert len(expected) == 8
+    assert lines(run("replay", str(manifest))) == [line.replace("NS/", "default/") for line in expected]
+    assert lines(run("replay", "-n", "dynamo", str(manifest))) == [line.replace("NS/", "dynamo/") for line in expected]
+    # a List of them (kubectl get -o json) too; a namespace the log names itself is kept, whatever -n says
+    listed = tmp_path / "list.json"
+    listed.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": objects_without_namespace()}))
+    assert lines(run("replay", "--namespace", "x", str(listed))) == [line.replace("NS/", "x/") for line in expected]
+    assert lines(run("replay", "-n", "x", str(LOG))) == lines(run("replay", str(LOG)))
+
+
+def test_a_watch_event_without_a_namespace_is_still_a_bad_record(tmp_path: Path) -> None:
+    """The API server always names it: a watch event that does not is broken, not a manifest."""
+    log = tmp_path / "log.jsonl"
+    event = events()[-1]
+    del event["object"]["metadata"]["namespace"]
+    log.write_text(json.dumps(event) + "\n")
+    result = run("replay", str(log))
+    assert result.returncode == 65 and b"without metadata.namespace" in result.stderr
+
+
+def test_replay_namespace_must_be_a_namespace_name() -> None:
+    result = run("replay", "-n", "Not_A_Namespace", str(LOG))
+    assert result.returncode == 2 and b"not a namespace name" in result.stderr
