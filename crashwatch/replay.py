@@ -43,7 +43,16 @@ from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.events import BadRecord, WatchEvent
-from stream.logs import DEFAULT_NAMESPACE, MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.logs import (
+    DEFAULT_NAMESPACE,
+    MAX_RECORD,
+    LogSource,
+    LogUnreadable,
+    is_json_lines,
+    map_file,
+    open_log,
+    read_log,
+)
 from stream.messages import Level
 from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 

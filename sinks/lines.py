@@ -12,7 +12,7 @@ import msgspec
 
 from pipeline.crashloop import Finding
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
-from sinks.text import printable
+from sinks.text import printable, value
 
 
 class ComponentLine(msgspec.Struct):
@@ -114,30 +114,32 @@ def text_line(change: ComponentChange | GraphChange) -> bytes:
 
 
 def _text_line(change: ComponentChange | GraphChange) -> str:
-    when = change.time or "-"
+    """The line's fields; every one that comes from the input is a `value` (quoted when it must be)."""
+    when = value(change.time) if change.time else "-"
     if isinstance(change, ComponentChange):
-        where = f"{change.namespace}/{change.graph}/{change.component}"
+        where = value(f"{change.namespace}/{change.graph}/{change.component}")
         finding = change.finding
         if finding is None:
             text = f"{when}  {where}  RECOVERED"
-        elif finding.text and not finding.lws:  # a loop whose words are all there is to say
-            text = f"{when}  {where}  CRASH-LOOPING  {finding.text}"
+        elif finding.text and not finding.lws:  # a loop whose words are all there is to say (from a status)
+            text = f"{when}  {where}  CRASH-LOOPING  {value(finding.text)}"
         elif finding.lws:  # a LeaderWorkerSet group's recreation loop
             text = (
-                f"{when}  {where}  CRASH-LOOPING  lws={finding.lws} group={finding.group} "
-                f"recreations={finding.recreations} pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  lws={value(finding.lws)} group={value(finding.group)} "
+                f"recreations={finding.recreations} pod={value(finding.pod)} container={value(finding.container)} "
                 f"exit={finding.exit_code}"
             )
         else:
             text = (
-                f"{when}  {where}  CRASH-LOOPING  pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  pod={value(finding.pod)} container={value(finding.container)} "
                 f"restarts={finding.restarts} exit={finding.exit_code}"
             )
     else:
-        where = f"{change.namespace}/{change.graph}"
+        where = value(f"{change.namespace}/{change.graph}")
         if change.failed:
             parts = [
-                f"{name} ({_counts(finding)})" for name, finding in zip(change.components, change.findings, strict=True)
+                f"{value(name)} ({_counts(finding)})"
+                for name, finding in zip(change.components, change.findings, strict=True)
             ]
             text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
         else:
