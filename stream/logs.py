@@ -86,6 +86,7 @@ class LogSource:
     offset: int = 0
     layers: list[_Damageable] = field(default_factory=list)
     closing: list[IO[bytes]] = field(default_factory=list)
+    binary: str | None = None  # what says, from its first line, that it is no text at all (then it is not read)
 
     def damage(self) -> str | None:
         """What stopped the content early (truncated or corrupt compressed data, broken UTF-16), if anything."""
@@ -173,7 +174,28 @@ def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) 
         stream = io.BufferedReader(_Prefixed(sniffed, stream))
     source.stream = stream
     source.yaml = sniff_yaml(sniffed, name)
+    source.binary = binary_head(sniffed)
     return source
+
+
+def binary_head(head: bytes) -> str | None:
+    """Why a log is binary data rather than text, from its first line that holds anything: a NUL byte,
+    which no JSON or YAML text holds (`/dev/zero`, a disk image, a file of zeros a crash left)."""
+    start = 0
+    while start < len(head):
+        end = head.find(b"\n", start)
+        end = len(head) if end < 0 else end
+        line = head[start:end]
+        if line.strip():
+            nul = line.find(b"\x00")
+            return None if nul < 0 else binary_problem(start + nul)
+        start = end + 1
+    return None
+
+
+def binary_problem(offset: int | None) -> str:
+    at = "" if offset is None else f" at byte {offset:,}"
+    return f"binary data (a NUL byte{at}), not a text log of watch events or objects: not read further"
 
 
 def _mode(stream: IO[bytes]) -> int | None:
@@ -451,6 +473,11 @@ class _Prefixed(io.RawIOBase):
 # --- lines -------------------------------------------------------------------------------------------
 
 
+class Binary(bytes):
+    """In place of a line being skipped (longer than the limit) once it shows a NUL byte: binary data,
+    which may never end (`/dev/zero`), so reading the log stops there."""
+
+
 class Oversized(bytes):
     """A line longer than the limit, in place of its content (never read into memory): `size` bytes, or
     at least that many when it runs to the end of the log."""
@@ -469,7 +496,9 @@ def read_log(source: LogSource, live: bool = False) -> Iterator[list[LogItem]]:
     `live` (a pipe that someone is still writing) hands over every record as soon as its line is
     complete; otherwise the log is read in large chunks and its records handed over in batches.
     """
-    if source.yaml:
+    if source.binary is not None:
+        yield [BadRecord(f"{source.name}:1", source.binary)]
+    elif source.yaml:
         yield from _batched(_read_yaml(source, live), 1 if live else BATCH)
     else:
         yield from _read_json(source, live)
@@ -515,10 +544,16 @@ def _live_lines(stream: IO[bytes], limit: int) -> Lines:
             yield [line], True  # the end of the log, without a newline
         else:
             skipped = len(line)
+            if b"\x00" in line:
+                yield [Binary()], True
+                return
             while more := stream.readline(CHUNK):
                 if more.endswith(b"\n"):
                     yield [Oversized(skipped + len(more) - 1)], False
                     break
+                if b"\x00" in more:
+                    yield [Binary()], True
+                    return
                 skipped += len(more)
             else:
                 yield [Oversized(skipped)], True
@@ -535,6 +570,9 @@ def _chunked_lines(stream: IO[bytes], limit: int) -> Lines:
         if held or skipping:
             end = chunk.find(b"\n")
             if end < 0:
+                if (skipping or size + len(chunk) > limit) and b"\x00" in chunk:
+                    yield [Binary()], True  # a line of binary data, which may never end
+                    return
                 size += len(chunk)
                 if not skipping and size > limit:
                     held, skipping = [], True
@@ -678,6 +716,9 @@ class JsonRecords:
 
     def line(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
         """A line the fast path did not take (or was not tried on, inside a pretty-printed record)."""
+        if type(line) is Binary:  # the log's last line: it stops there
+            cut = self._cut(f"binary data follows at line {lineno}") if self.pending is not None else []
+            return [*cut, BadRecord(f"{self.name}:{lineno}", binary_problem(None))]
         if self.pending is not None:
             return self._continue(line, lineno, last)
         if type(line) is Oversized:
@@ -854,7 +895,7 @@ class Stray(bytes):
     """Lines before a YAML log's first document that tell nothing of it (a kubectl warning)."""
 
 
-def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray]]:
+def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray | Binary]]:
     """A YAML log cut at its `---` lines (which no YAML content may begin a line with): the text of each
     piece and the line it starts on. A piece longer than the limit is `Oversized` (and never held).
     Directives and comments before a `---` stay with the document it starts. Lines before the first
@@ -874,6 +915,11 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
     for lines, _ in _lines(source, live):
         for line in lines:
             lineno += 1
+            if type(line) is Binary:  # the last line: what is held is all there is
+                if content:
+                    yield start, Oversized(size) if skipping else b"\n".join(held)
+                yield lineno, line
+                return
             oversized = type(line) is Oversized
             data = b"" if oversized else bytes(line)
             if not said:
@@ -922,6 +968,9 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                 number += 1
                 yield BadRecord(f"{name}: document {number}", too_large(text.size, source.max_record, "document"))
                 continue
+            if type(text) is Binary:
+                yield BadRecord(f"{name}:{lineno}", binary_problem(None))
+                return
             if type(text) is Stray:
                 quoted = clip(repr(text.decode(errors="replace").splitlines()[0]), 120)
                 yield BadRecord(f"{name}:{lineno}", f"not YAML of watch events or objects (a stray line?): {quoted}")

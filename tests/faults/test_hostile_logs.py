@@ -324,3 +324,44 @@ def test_the_record_size_flag_takes_kubectl_sizes(folder: Path) -> None:
     for bad in ("64MB", "-1", "1", "2Ti", "lots"):
         run = replay("--max-record-size", bad, str(log), folder=folder)
         assert run.code == 2 and b"--max-record-size" in run.stderr, bad
+
+
+def _zeros() -> Iterator[bytes]:
+    block = bytes(1 << 16)
+    while True:
+        yield block
+
+
+@pytest.mark.parametrize("name", ["zero.jsonl", "zero.yaml", "zero.log"])
+def test_endless_nul_bytes_are_binary_said_at_once(folder: Path, name: str) -> None:
+    """/dev/zero behind a log's name: one line naming the file, exit 65, never a read that goes on for ever."""
+    log = folder / name
+    log.symlink_to("/dev/zero")
+    run = replay(str(log), folder=folder, timeout=60)
+    assert run.code == 65
+    assert run.stderr.decode().splitlines() == [
+        f"crashwatch: {log}:1: binary data (a NUL byte at byte 0), not a text log of watch events or objects: "
+        "not read further",
+        "crashwatch: 1 bad record skipped",
+    ]
+    assert run.stdout == b""
+
+
+@pytest.mark.parametrize("form", ["jsonl", "yaml"])
+def test_endless_nul_bytes_after_good_records_stop_the_read_there(folder: Path, form: str) -> None:
+    """Good records on a pipe, then zeros for ever: their verdicts, then one line, and the read stops."""
+    good = GOOD_LOG.read_bytes()
+    if form == "yaml":
+        good = b"".join(b"---\n" + json.dumps(json.loads(line)).encode() + b"\n" for line in good.splitlines())
+
+    def feed() -> Iterator[bytes]:
+        yield good
+        yield from _zeros()
+
+    run = replay("-", feed=feed(), folder=folder, timeout=60)
+    assert run.code == 65, run.stderr
+    assert run.stdout == EXPECTED
+    (line, count) = run.stderr.decode().splitlines()
+    assert line.startswith("crashwatch: <stdin>:") and "binary data (a NUL byte)" in line
+    assert count == "crashwatch: 1 bad record skipped"
+    assert run.rss_mb < 200
