@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
+import msgspec
 import yaml
 
 from stream.decode import (
@@ -278,17 +279,34 @@ def sniff_yaml(head: bytes, name: str) -> bool:
     """Whether a log is YAML, from its first line that tells: JSON starts a line with a brace or a bracket,
     YAML with `---`, `- ` or a key a Kubernetes object or watch event has. Lines that tell nothing (a
     kubectl warning, a comment, a record cut at its start) are passed over; when none tells, a `.yaml`
-    or `.yml` name does, and otherwise it is read as JSON."""
+    or `.yml` name does, and otherwise it is read as JSON.
+
+    JSON after `#` comments is YAML (JSON has no comments; YAML, its superset, reads the rest as JSON,
+    as kubectl does), unless that first line is a whole JSON value: then it is JSON lines, whose
+    comment lines are bad records as any stray line."""
     start = 0
+    commented = False
     while start < len(head):  # line by line, without splitting the whole head: the first line tells
         end = head.find(b"\n", start)
         end = len(head) if end < 0 else end
-        said = _line_format(head[start:end])
+        line = head[start:end]
+        said = _line_format(line)
+        if said == "json" and commented:
+            return not _whole_json(line)
         if said is not None:
             return said == "yaml"
+        commented = commented or line.lstrip()[:1] == b"#"
         start = end + 1
     base = name[: -len(".gz")] if name.endswith(".gz") else name
     return base.endswith((".yaml", ".yml"))
+
+
+def _whole_json(line: bytes) -> bool:
+    try:
+        msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 # --- the layers under a log's content: decompression and transcoding ---------------------------------
@@ -923,7 +941,7 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
             oversized = type(line) is Oversized
             data = b"" if oversized else bytes(line)
             if not said:
-                if oversized or _line_format(data) == "yaml":
+                if oversized or _line_format(data) is not None:  # JSON is YAML too (after comments)
                     said = True
                     if stray_start:
                         yield stray_start, Stray(stray)

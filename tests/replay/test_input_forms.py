@@ -61,3 +61,20 @@ def test_a_watch_event_without_a_namespace_is_still_a_bad_record(tmp_path: Path)
 def test_replay_namespace_must_be_a_namespace_name() -> None:
     result = run("replay", "-n", "Not_A_Namespace", str(LOG))
     assert result.returncode == 2 and b"not a namespace name" in result.stderr
+
+
+def test_json_after_comments_is_read_as_yaml_reads_it_with_or_without_the_extension(tmp_path: Path) -> None:
+    """YAML is a superset of JSON, and kubectl reads a manifest of JSON with `#` comments (as a Helm
+    template's `# Source:` header leaves): so does replay, whatever the file's name."""
+    listed = {"kind": "List", "apiVersion": "v1", "items": [event["object"] for event in events()]}
+    text = "# Source: charts/llm/templates/all.yaml\n#\n" + json.dumps(listed, indent=2)
+    text = text.replace('\n  "kind": "List"', '\n  # the graph, its components and their Pods\n  "kind": "List"')
+    expected = lines(run("replay", str(write(tmp_path / "plain.json", json.dumps(listed, indent=2)))))
+    assert len(expected) == 8
+    for name in ("all.yaml", "all", "all.json"):
+        assert lines(run("replay", str(write(tmp_path / name, text)))) == expected, name
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
