@@ -263,6 +263,8 @@ def _read_head(stream: IO[bytes]) -> bytes:
 
 
 _YAML_KEY = re.compile(rb"""["']?(?:apiVersion|kind|metadata|type|object|items|spec|status|time)["']?[ \t]*:(?:\s|$)""")
+# a merge key, or a key whose value is an anchor or an alias: only YAML has them (`<<: *base`, `x: &labels`)
+_YAML_ONLY = re.compile(rb"""<<[ \t]*:(?:\s|$)|["']?[^\s:#"'{}\[\],&*!|>%@`][^:#]*?["']?[ \t]*:[ \t]+[&*]\S""")
 
 
 def _line_format(line: bytes) -> str | None:
@@ -271,6 +273,8 @@ def _line_format(line: bytes) -> str | None:
     if first in (b"{", b"[", b"}", b"]"):
         return "json"
     if line.startswith((b"---", b"%YAML", b"%TAG", b"- ")) or line.rstrip() == b"-" or _YAML_KEY.match(line):
+        return "yaml"
+    if (line[:2] == b"<<" or b"&" in line or b"*" in line) and _YAML_ONLY.match(line):
         return "yaml"
     return None
 

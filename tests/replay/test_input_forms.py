@@ -78,3 +78,49 @@ def test_json_after_comments_is_read_as_yaml_reads_it_with_or_without_the_extens
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+CRASHING_STATUS = (
+    "{phase: Running, containerStatuses: [{name: main, ready: false, restartCount: 3, "
+    "state: {waiting: {reason: CrashLoopBackOff}}, lastState: {terminated: {exitCode: 1}}}]}"
+)
+
+
+def test_yaml_merge_keys_are_read(tmp_path: Path) -> None:
+    """`<<: *anchor` as hand-written manifests use it, even on a document's first line."""
+    merged = write(
+        tmp_path / "pods.yaml",
+        "x-labels: &labels\n"
+        "  nvidia.com/dynamo-graph-deployment-name: g\n"
+        "  nvidia.com/dynamo-component: w\n"
+        "kind: Pod\n"
+        "apiVersion: v1\n"
+        "metadata: &meta {name: p-1, namespace: ns, labels: *labels}\n"
+        f"status: &crashing {CRASHING_STATUS}\n"
+        "---\n"
+        "<<: {kind: Pod, apiVersion: v1}\n"
+        "metadata:\n"
+        "  <<: {namespace: ns, labels: {nvidia.com/dynamo-graph-deployment-name: g, nvidia.com/dynamo-component: w}}\n"
+        "  name: p-0\n"
+        f"status: {CRASHING_STATUS}\n",
+    )
+    labels = {"nvidia.com/dynamo-graph-deployment-name": "g", "nvidia.com/dynamo-component": "w"}
+    status = yaml.safe_load(CRASHING_STATUS)
+    plain = [
+        {"kind": "Pod", "metadata": {"name": name, "namespace": "ns", "labels": labels}, "status": status}
+        for name in ("p-1", "p-0")
+    ]
+    expected = lines(run("replay", str(write(tmp_path / "plain.yaml", yaml.safe_dump_all(plain)))))
+    assert expected[0] == "-  ns/g/w  CRASH-LOOPING  pod=p-1 container=main restarts=3 exit=1"
+    assert lines(run("replay", str(merged))) == expected
+
+
+def test_merge_keys_keep_the_bound_on_expansion(tmp_path: Path) -> None:
+    """A "billion laughs" made of merge keys and aliases is refused within the bound, as one of aliases."""
+    text = "a0: &a0 {k: '" + "x" * 1000 + "'}\n"
+    for n in range(1, 40):
+        text += f"a{n}: &a{n} {{<<: *a{n - 1}, m{n}: *a{n - 1}, n{n}: *a{n - 1}}}\n"
+    text += "kind: Pod\nmetadata: {name: p, namespace: ns}\n"
+    result = run("replay", "--max-record-size", "1Mi", str(write(tmp_path / "laughs.yaml", text)))
+    assert result.returncode == 65
+    assert b"document is too large once its aliases are expanded" in result.stderr
