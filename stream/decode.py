@@ -143,10 +143,22 @@ def in_namespace(event: WatchEvent, namespace: str) -> WatchEvent:
     return event
 
 
-def _list_items_json(envelope: _ListEnvelope, namespace: str = "") -> Decoded:
+def decode_item(data: bytes, index: int, list_kind: str, namespace: str = "") -> Decoded:
+    """One item of a List read item by item (one too large to hold whole): as `decode_json` reads it
+    within its List. `list_kind` is empty while the List's kind is not known yet (it may come after its
+    items): an item without a kind of its own is then a problem."""
+    try:
+        return _list_items_json(_ListEnvelope(list_kind, [msgspec.Raw(data)]), namespace, index)
+    except msgspec.DecodeError as exc:
+        return [], [f"item {index}: {_json_problem(exc, data)}"]
+    except RecursionError:
+        return [], [f"item {index}: {TOO_DEEP}"]
+
+
+def _list_items_json(envelope: _ListEnvelope, namespace: str = "", first: int = 0) -> Decoded:
     events: list[WatchEvent] = []
     problems: list[str] = []
-    for index, raw in enumerate(envelope.items):
+    for index, raw in enumerate(envelope.items, first):
         try:
             event = in_namespace(WatchEvent(type="ADDED", object=_object_decoder.decode(raw)), namespace)
             if type(event.object) is Pod:
@@ -178,6 +190,8 @@ def _take_item(
 def from_value(value: Any, namespace: str = "") -> Decoded:
     """Classify an already parsed record (generic JSON) and convert it to typed events (`namespace`: see
     decode_json)."""
+    if isinstance(value, list):  # records in an array (`jq -c -s .` of a watch log)
+        return _records(value, namespace)
     if not isinstance(value, dict):
         raise RecordProblem(f"not an object but {_type_name(value)}")
     _drop_top_nulls(value)
@@ -198,6 +212,23 @@ def from_value(value: Any, namespace: str = "") -> Decoded:
             return [], []  # a kind crashwatch does not read, as in a watch event
         return _convert({"type": "ADDED", "object": value}, namespace), []
     raise RecordProblem("not a watch event (no `type` and `object`), a List or a Kubernetes object")
+
+
+def _records(values: list[Any], namespace: str) -> Decoded:
+    events: list[WatchEvent] = []
+    problems: list[str] = []
+    for index, value in enumerate(values):
+        if isinstance(value, list):
+            problems.append(f"item {index}: not an object but an array")
+            continue
+        try:
+            found, item_problems = from_value(value, namespace)
+        except RecordProblem as exc:
+            problems.append(f"item {index}: {exc}")
+            continue
+        events.extend(found)
+        problems.extend(f"item {index}: {problem}" for problem in item_problems)
+    return events, problems
 
 
 def _drop_top_nulls(value: dict[str, Any]) -> None:
@@ -251,6 +282,8 @@ def _list_item(item: Any, list_kind: str, namespace: str = "") -> WatchEvent | N
         raise RecordProblem(f"not an object but {_type_name(item)}")
     _drop_top_nulls(item)
     kind = item.get("kind")
+    if kind is None and not list_kind:
+        raise RecordProblem("no `kind`, and the List's own kind comes after its items")
     if kind is None and list_kind != "List":
         kind = list_kind[: -len("List")]
         item = {**item, "kind": kind}

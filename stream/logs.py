@@ -36,6 +36,7 @@ from stream.decode import (
     Decoded,
     RecordProblem,
     clip,
+    decode_item,
     decode_json,
     read_event,
     yaml_documents,
@@ -704,6 +705,89 @@ def _mapped_lines(mapped: mmap.mmap, start: int, limit: int) -> Lines:
 # --- JSON: lines, and kubectl's pretty-printed records --------------------------------------------------
 
 
+_CLOSERS = (b"]", b"],")
+Element = tuple[int, int, "bytes | Oversized | str"]  # its first line, its index, its text (or why it has none)
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+class _Elements:
+    """The elements of a pretty-printed JSON array, one at a time, each held alone within the limit: the
+    records of `jq -s .` of a watch log, or the items of a List too large to hold whole.
+
+    An element starts on a line of its own at the indent of the first one: a `{` line, which runs to the
+    line at that indent that closes it (`}` or `},`), or a whole value on its line. A `]` line less
+    indented than the elements ends the array; so does any other line less indented (the array is then
+    cut short, and the line is not taken: it is read afresh)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.indent: bytes | None = None
+        self.held: list[bytes] | None = None
+        self.size = 0
+        self.start = 0
+        self.skipping = False
+        self.count = 0
+
+    def feed(self, line: Any, lineno: int) -> tuple[list[Element], bool, bool]:
+        """The elements this line completes, whether the array has ended, and whether the line was taken."""
+        out: list[Element] = []
+        oversized = type(line) is Oversized
+        data = b"" if oversized else bytes(line)
+        indent = self.indent
+        if self.held is not None:
+            assert indent is not None
+            if not oversized and data.startswith(indent) and data[len(indent) :].rstrip() in (b"}", b"},"):
+                text = Oversized(self.size) if self.skipping else b"\n".join([*self.held, b"}"])
+                out.append((self.start, self.count - 1, text))
+                self.held = None
+                return out, False, True
+            deeper = data.startswith(indent) and data[len(indent) : len(indent) + 1] in (b" ", b"\t")
+            if oversized or deeper or not data.strip():
+                self.size += (line.size if oversized else len(data)) + 1
+                if not self.skipping:
+                    if self.size > self.limit:
+                        self.held, self.skipping = [], True
+                    else:
+                        self.held.append(data)
+                return out, False, True
+            if not self.skipping:
+                out.append((self.start, self.count - 1, f"line {lineno} does not continue it"))
+            self.held = None
+        if oversized:
+            self.count += 1
+            out.append((lineno, self.count - 1, line))
+            return out, False, True
+        stripped = data.strip()
+        if not stripped:
+            return out, False, True
+        here = _indent(data)
+        if stripped in _CLOSERS and (indent is None or len(here) <= len(indent)):
+            return out, True, True
+        if indent is not None and len(here) < len(indent):
+            return out, True, False
+        if indent is None:
+            self.indent = indent = here
+        self.count += 1
+        if stripped == b"{":
+            self.held, self.size, self.start, self.skipping = [stripped], len(data) + 1, lineno, False
+        else:
+            out.append((lineno, self.count - 1, stripped[:-1] if stripped.endswith(b",") else stripped))
+        return out, False, True
+
+    def end(self) -> list[Element]:
+        """The log ends inside the array: an element still open is cut short."""
+        if self.held is None or self.skipping:
+            return []
+        self.held = None
+        return [(self.start, self.count - 1, "the log ends before it closes")]
+
+
+_LIST_KIND = re.compile(rb"""\s*"kind"\s*:\s*"([^"]*)"\s*,?\s*$""")
+
+
 class JsonRecords:
     """The records of a JSON log, line by line, in one pass that needs no mode.
 
@@ -726,10 +810,19 @@ class JsonRecords:
         self.start = 0
         self.skipping = False  # the open record is longer than the limit: reported, its lines dropped
         self.damage_told = False
+        self.array: _Elements | None = None  # a pretty-printed array is open (`jq -s .`, or a List's items)
+        self.array_start = 0
+        self.list_kind: str | None = None  # the array is the items of a List too large to hold (its kind, or "")
+        self.tail = False  # after such a List's items: its last keys, up to its closing `}`
+
+    @property
+    def open(self) -> bool:
+        """Whether a record, an array or a List is open: then no line is a record on its own."""
+        return self.pending is not None or self.array is not None or self.tail
 
     def read(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
         """A line's events and bad records (the fast path first, unless a record is open)."""
-        if self.pending is None:
+        if not self.open:
             try:
                 return [read_event(line)]
             except FAST_ERRORS:
@@ -740,7 +833,13 @@ class JsonRecords:
         """A line the fast path did not take (or was not tried on, inside a pretty-printed record)."""
         if type(line) is Binary:  # the log's last line: it stops there
             cut = self._cut(f"binary data follows at line {lineno}") if self.pending is not None else []
-            return [*cut, BadRecord(f"{self.name}:{lineno}", binary_problem(None))]
+            return [*cut, *self._end_array(), BadRecord(f"{self.name}:{lineno}", binary_problem(None))]
+        if self.array is not None:
+            return self._in_array(line, lineno, last)
+        if self.tail:
+            if bytes(line[:1]) == b"}":
+                self.tail = False
+            return []
         if self.pending is not None:
             return self._continue(line, lineno, last)
         if type(line) is Oversized:
@@ -752,7 +851,75 @@ class JsonRecords:
         if stripped == b"{" and data[:1] == b"{":
             self.pending, self.size, self.start, self.skipping = [data], len(data), lineno, False
             return []
+        if stripped == b"[" and data[:1] == b"[":  # a pretty-printed array of records: one at a time
+            self.array, self.array_start, self.list_kind = _Elements(self.limit), lineno, None
+            return []
         return self._decode(data, f"{self.name}:{lineno}", last)
+
+    def _in_array(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
+        array = self.array
+        assert array is not None
+        elements, done, taken = array.feed(line, lineno)
+        items = self._elements(elements)
+        if done:
+            self.array = None
+            if self.list_kind is not None:  # the List's last keys follow, up to its `}`
+                self.tail = True
+            if not taken:
+                what = "List's items" if self.list_kind is not None else "array"
+                items.append(BadRecord(f"{self.name}:{self.array_start}", f"the {what} is cut short (line {lineno})"))
+                self.tail = False
+                items.extend(self.line(line, lineno, last))
+        return items
+
+    def _elements(self, elements: list[Element]) -> list[LogItem]:
+        items: list[LogItem] = []
+        listing = self.list_kind
+        for start, index, text in elements:
+            where = f"{self.name}:{start}" if listing is None else f"{self.name}:{self.array_start}"
+            if isinstance(text, str):
+                problem = f"record is cut short ({text})"
+                items.append(BadRecord(where, problem if listing is None else f"item {index}: {problem}"))
+            elif type(text) is Oversized:
+                problem = too_large(text.size, self.limit)
+                items.append(BadRecord(where, problem if listing is None else f"item {index}: {problem}"))
+            elif listing is None:
+                items.extend(self._decode(text, where, False))
+            else:
+                items.extend(_emit(decode_item(text, index, listing, self.namespace), where))
+        return items
+
+    def _end_array(self) -> list[LogItem]:
+        if self.array is None:
+            self.tail = False
+            return []
+        items = self._elements(self.array.end())
+        listing = self.list_kind is not None
+        problem = "the List's items are cut short (the log ends before they close)" if listing else (
+            "the array is cut short (the log ends before it closes)"
+        )
+        items.append(BadRecord(f"{self.name}:{self.array_start}", problem))
+        self.array, self.tail = None, False
+        return items
+
+    def _as_list(self, line: Any, lineno: int) -> list[LogItem] | None:
+        """The open record has grown past the limit: when it is a List, read its items one by one from
+        here on (those held so far first), each within the limit, instead of skipping it whole."""
+        pending = self.pending
+        assert pending is not None
+        keys = _indent(pending[1]) if len(pending) > 1 else b""
+        opening = keys + b'"items": ['
+        found = next((i for i, held in enumerate(pending) if held.rstrip() == opening), None)
+        if not keys or found is None:
+            return None
+        kind = next((m.group(1) for held in pending[:found] if (m := _LIST_KIND.match(held))), b"")
+        self.pending, self.skipping = None, False
+        self.array, self.array_start, self.list_kind = _Elements(self.limit), self.start, kind.decode(errors="replace")
+        items: list[LogItem] = []
+        for offset, held in enumerate(pending[found + 1 :], found + 1):
+            items.extend(self._in_array(held, self.start + offset, False))
+        items.extend(self.line(line, lineno, False))
+        return items
 
     def cut(self, lineno: int) -> list[LogItem]:
         """A record starts at `lineno` (the fast path read it): an open pretty-printed record is cut short."""
@@ -769,7 +936,8 @@ class JsonRecords:
         pending = self.pending
         assert pending is not None
         if type(line) is Oversized:
-            return self._too_large()
+            listed = None if self.skipping else self._as_list(line, lineno)
+            return self._too_large() if listed is None else listed
         first = bytes(line[:1])
         if first == b"}":
             told = self.skipping
@@ -787,7 +955,8 @@ class JsonRecords:
         if not self.skipping:
             self.size += len(line) + 1
             if self.size > self.limit:
-                return self._too_large()
+                listed = self._as_list(line, lineno)
+                return self._too_large() if listed is None else listed
             pending.append(bytes(line))
         return []
 
@@ -818,7 +987,7 @@ class JsonRecords:
 
     def end(self, lineno: int) -> list[LogItem]:
         """The log has ended after `lineno` lines: a record still open is cut short, and damage is told."""
-        items: list[LogItem] = []
+        items: list[LogItem] = self._end_array()
         if self.pending is not None and not self.skipping:
             items.append(BadRecord(f"{self.name}:{self.start}", self._end_problem()))
         self.pending = None
@@ -864,7 +1033,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
                     except FAST_ERRORS:
                         pass
                 out.extend(records.line(line, lineno, line is last_line))
-                record_open = records.pending is not None
+                record_open = records.open
                 if len(out) >= size:
                     yield out
                     out = []
@@ -886,7 +1055,7 @@ def is_json_lines(data: mmap.mmap | bytes, start: int = 0) -> bool:
             return True  # a first line longer than that: no pretty-printed record starts so
         line = data[start:stop].strip()
         if line:
-            return line != b"{"
+            return line not in (b"{", b"[")
         start = stop + 1
     return False
 
@@ -917,7 +1086,107 @@ class Stray(bytes):
     """Lines before a YAML log's first document that tell nothing of it (a kubectl warning)."""
 
 
-def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray | Binary]]:
+class YamlItem(bytes):
+    """One item of a YAML List too large to hold whole (`kubectl get pods -A -o yaml`), as a document of
+    its own: its text, or, when `size` is set, none (it is longer than the limit)."""
+
+    position: int  # its index in the List
+    kind: str  # the List's kind, "" when it was not seen before its items
+    first: bool  # the List's first item: the List is a document
+    size: int
+
+
+_ITEMS_KEY = re.compile(rb"items[ \t]*:[ \t]*(?:#.*)?$")
+_YAML_LIST_KIND = re.compile(rb"""kind[ \t]*:[ \t]*["']?([A-Za-z0-9]+)["']?[ \t]*(?:#.*)?$""")
+
+
+class _YamlItems:
+    """The items of a YAML List's `items:` sequence, one at a time, each held alone within the limit.
+
+    An item starts at a `- ` at the indent of the first (kubectl writes them at column 0, under `items:`)
+    and runs to the next one; a line less indented, or as indented but no `- `, ends the sequence (the
+    List's `kind:` and `metadata:` that kubectl writes after it). Each item is given back as YAML of its
+    own, its lines moved left by the `- ` and its indent."""
+
+    def __init__(self, limit: int, kind: str) -> None:
+        self.limit = limit
+        self.kind = kind
+        self.indent: int | None = None
+        self.held: list[bytes] | None = None
+        self.size = 0
+        self.start = 0
+        self.skipping = False
+        self.count = 0
+        self.done = False
+
+    def feed(self, line: Any, lineno: int) -> list[tuple[int, YamlItem]]:
+        if self.done:
+            return []
+        oversized = type(line) is Oversized
+        data = b"" if oversized else bytes(line)
+        stripped = data.strip()
+        if not oversized and (not stripped or stripped[:1] == b"#"):
+            if self.held is not None:
+                self._add(data[(self.indent or 0) + 2 :], len(data))
+            return []
+        here = 0 if oversized else len(data) - len(data.lstrip(b" "))
+        starts = not oversized and (data[here : here + 2] == b"- " or data[here:].rstrip() == b"-")
+        if self.indent is None:
+            if not starts:
+                self.done = True  # `items: []`, or no sequence: nothing to read item by item
+                return []
+            self.indent = here
+        if oversized or here > self.indent:
+            if self.held is not None:
+                self._add(b"" if oversized else data[self.indent + 2 :], line.size if oversized else len(data))
+            return []
+        out = self.finish()
+        if here == self.indent and starts:
+            self.count += 1
+            self.held, self.size, self.start, self.skipping = [], 0, lineno, False
+            self._add(data[here + 2 :], len(data))
+        else:
+            self.done = True
+        return out
+
+    def _add(self, data: bytes, size: int) -> None:
+        held = self.held
+        assert held is not None
+        self.size += size + 1
+        if self.skipping:
+            return
+        if self.size > self.limit:
+            held.clear()
+            self.skipping = True
+        else:
+            held.append(data)
+
+    def finish(self) -> list[tuple[int, YamlItem]]:
+        """The item under way is complete (the next one starts, the sequence or the document ends)."""
+        if self.held is None:
+            return []
+        item = YamlItem(b"" if self.skipping else b"\n".join(self.held))
+        item.position, item.kind, item.first = self.count - 1, self.kind, self.count == 1
+        item.size = self.size if self.skipping else 0
+        self.held = None
+        return [(self.start, item)]
+
+
+def _yaml_list(held: list[bytes], start: int, limit: int) -> tuple[_YamlItems, list[tuple[int, YamlItem]]] | None:
+    """A YAML document grown past the limit: when it is a List, the reader of its items, and the items
+    among the lines held so far (the document's first line is `start`)."""
+    found = next((i for i, line in enumerate(held) if _ITEMS_KEY.match(line)), None)
+    if found is None:
+        return None
+    kind = next((m.group(1) for line in held[:found] if (m := _YAML_LIST_KIND.match(line))), b"")
+    items = _YamlItems(limit, kind.decode())
+    out: list[tuple[int, YamlItem]] = []
+    for offset, line in enumerate(held[found + 1 :], found + 1):
+        out.extend(items.feed(line, start + offset))
+    return items, out
+
+
+def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray | Binary | YamlItem]]:
     """A YAML log cut at its `---` lines (which no YAML content may begin a line with): the text of each
     piece and the line it starts on. A piece longer than the limit is `Oversized` (and never held).
     Directives and comments before a `---` stay with the document it starts. Lines before the first
@@ -934,14 +1203,24 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
     stray = b""  # the first stray lines (enough to quote them)
     stray_start = 0
     lineno = 0
+    items: _YamlItems | None = None  # a List too large to hold whole: read item by item
     for lines, _ in _lines(source, live):
         for line in lines:
             lineno += 1
             if type(line) is Binary:  # the last line: what is held is all there is
-                if content:
+                if items is not None:
+                    yield from items.finish()
+                elif content:
                     yield start, Oversized(size) if skipping else b"\n".join(held)
                 yield lineno, line
                 return
+            if items is not None:
+                if type(line) is not Oversized and line[:3] == b"---" and _DOCUMENT_START.match(bytes(line)):
+                    yield from items.finish()
+                    items, held, size, start, content, skipping = None, [], 0, lineno, False, False
+                else:
+                    yield from items.feed(line, lineno)
+                    continue
             oversized = type(line) is Oversized
             data = b"" if oversized else bytes(line)
             if not said:
@@ -968,12 +1247,21 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
             if skipping:
                 continue
             if oversized or size > limit:
+                listed = _yaml_list(held, start, limit)
+                if listed is not None:
+                    items, found = listed
+                    yield from found
+                    yield from items.feed(line, lineno)
+                    held = []
+                    continue
                 held, skipping = [], True
                 continue
             held.append(data)
     if stray_start and not said:
         yield stray_start, Stray(stray)
-    if skipping:
+    if items is not None:
+        yield from items.finish()
+    elif skipping:
         yield start, Oversized(size)
     elif content:
         yield start, b"\n".join(held)
@@ -993,6 +1281,10 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
             if type(text) is Binary:
                 yield BadRecord(f"{name}:{lineno}", binary_problem(None))
                 return
+            if type(text) is YamlItem:
+                number += text.first
+                yield from _yaml_item(text, f"{name}: document {number}", source, cap)
+                continue
             if type(text) is Stray:
                 quoted = clip(repr(text.decode(errors="replace").splitlines()[0]), 120)
                 yield BadRecord(f"{name}:{lineno}", f"not YAML of watch events or objects (a stray line?): {quoted}")
@@ -1022,6 +1314,21 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
     damage = source.damage()
     if damage is not None:
         yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {damage}")
+
+
+def _yaml_item(item: YamlItem, where: str, source: LogSource, cap: int) -> Iterator[LogItem]:
+    if item.size:
+        yield BadRecord(where, f"item {item.position}: {too_large(item.size, source.max_record)}")
+        return
+    try:
+        for _, document in yaml_documents(bytes(item), cap):
+            if isinstance(document, RecordProblem):
+                yield BadRecord(where, f"item {item.position}: {document}")
+            elif document is not None:
+                yield from _emit(decode_item(document, item.position, item.kind, source.namespace), where)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        yield BadRecord(where, f"item {item.position}: not valid YAML ({clip(problem)})")
 
 
 def _io_problem(exc: BaseException) -> str:

@@ -124,3 +124,74 @@ def test_merge_keys_keep_the_bound_on_expansion(tmp_path: Path) -> None:
     result = run("replay", "--max-record-size", "1Mi", str(write(tmp_path / "laughs.yaml", text)))
     assert result.returncode == 65
     assert b"document is too large once its aliases are expanded" in result.stderr
+
+
+def test_a_pretty_printed_array_of_events_is_read_like_the_log(tmp_path: Path) -> None:
+    """`jq -s . log.jsonl` (and `jq -c -s .`): the same verdicts, times included, record by record."""
+    expected = (EXAMPLES / "rollout-recovers.expected.txt").read_text().splitlines()
+    for name, text in (
+        ("events.json", json.dumps(events(), indent=2)),
+        ("events4.json", json.dumps(events(), indent=4)),
+        ("compact.json", json.dumps(events())),
+    ):
+        assert lines(run("replay", str(write(tmp_path / name, text + "\n")))) == expected, name
+
+
+def test_an_array_with_a_bad_record_keeps_the_others(tmp_path: Path) -> None:
+    records: list[Any] = events()
+    records.insert(3, {"type": "ADDED"})
+    text = json.dumps(records, indent=2)
+    result = run("replay", str(write(tmp_path / "events.json", text)))
+    assert result.returncode == 65
+    assert result.stdout == (EXAMPLES / "rollout-recovers.expected.txt").read_bytes()
+    starts = [number for number, line in enumerate(text.splitlines(), 1) if line == "  {"]
+    assert result.stderr.decode().splitlines() == [
+        f"crashwatch: {tmp_path / 'events.json'}:{starts[3]}: watch event lacks `object`",
+        "crashwatch: 1 bad record skipped",
+    ]
+
+
+def padded_list(indent: int, kind_first: bool) -> str:
+    """The example's objects as a List of about 700 KB (each item padded to more than 10 KB), laid out
+    as kubectl writes one (`items` before `kind`, 4 spaces) or as the API server orders it."""
+    objects = [event["object"] for event in events()]
+    for obj in objects:
+        obj["metadata"].setdefault("annotations", {})["pad"] = "x" * 10_000
+    listed = {"apiVersion": "v1", "items": objects, "kind": "List", "metadata": {"resourceVersion": ""}}
+    if kind_first:
+        listed = {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": objects}
+    return json.dumps(listed, indent=indent) + "\n"
+
+
+def test_a_json_list_above_the_record_limit_is_read_item_by_item(tmp_path: Path) -> None:
+    for indent, kind_first in ((2, True), (4, False)):
+        log = write(tmp_path / "pods.json", padded_list(indent, kind_first))
+        whole = lines(run("replay", str(log)))  # within the default 16Mi: read whole
+        assert len(whole) == 8
+        assert lines(run("replay", "--max-record-size", "64Ki", str(log))) == whole
+    # an item above the limit is one bad record; the items around it are read (the 4-space one's items
+    # are from 11 KB to 37.5 KB)
+    result = run("replay", "--max-record-size", "36Ki", str(log))
+    assert result.returncode == 65
+    problems = result.stderr.decode().splitlines()
+    assert problems[0].startswith(f"crashwatch: {log}:1: item ") and "more than the limit of 36Ki" in problems[0]
+    assert problems[-1] == "crashwatch: 11 bad records skipped"  # of 24 items: the 13 others are read
+
+
+def test_a_yaml_list_above_the_record_limit_is_read_item_by_item(tmp_path: Path) -> None:
+    """`kubectl get -o yaml` (items at column 0, `kind: List` after them), and a PodList whose items are
+    indented and have no kind of their own (the List's comes first)."""
+    listed = json.loads(padded_list(2, False))
+    kubectl = write(tmp_path / "kubectl.yaml", yaml.safe_dump(listed, width=1 << 20))
+    pods = [{k: v for k, v in obj.items() if k != "kind"} for obj in listed["items"] if obj["kind"] == "Pod"]
+    indented = "kind: PodList\napiVersion: v1\nmetadata: {}\nitems:\n" + "".join(
+        "".join(f"  {line}\n" for line in yaml.safe_dump([pod], width=1 << 20).splitlines()) for pod in pods
+    )
+    for log in (kubectl, write(tmp_path / "podlist.yaml", indented)):
+        whole = lines(run("replay", str(log)))
+        assert len(whole) == 8
+        assert lines(run("replay", "--max-record-size", "32Ki", str(log))) == whole
+    result = run("replay", "--max-record-size", "12Ki", str(kubectl))
+    assert result.returncode == 65
+    first = result.stderr.decode().splitlines()[0]
+    assert first.startswith(f"crashwatch: {kubectl}: document 1: item ") and "more than the limit of 12Ki" in first
