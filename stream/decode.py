@@ -190,8 +190,8 @@ def _take_item(
 def from_value(value: Any, namespace: str = "") -> Decoded:
     """Classify an already parsed record (generic JSON) and convert it to typed events (`namespace`: see
     decode_json)."""
-    if isinstance(value, list):  # records in an array (`jq -c -s .` of a watch log)
-        return _records(value, namespace)
+    if isinstance(value, list) and any(isinstance(item, dict) for item in value):
+        return _records(value, namespace)  # records in an array (`jq -c -s .` of a watch log)
     if not isinstance(value, dict):
         raise RecordProblem(f"not an object but {_type_name(value)}")
     _drop_top_nulls(value)
