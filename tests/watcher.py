@@ -91,7 +91,7 @@ class Watcher:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         if self.process.poll() is None:
-            self.signal(sig)
+            self.send_signal(sig)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -104,7 +104,7 @@ class Watcher:
                 stream.close()
         return self.process.returncode
 
-    def signal(self, sig: int) -> None:
+    def send_signal(self, sig: int) -> None:
         """Send a signal once the command has its handler for it (sent before, it would find none and
         kill the process): the state the signal must meet, waited for, never a sleep."""
         with contextlib.suppress(AssertionError):  # it exited meanwhile: then there is nothing to stop

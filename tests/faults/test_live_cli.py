@@ -132,10 +132,10 @@ def test_a_write_that_outlasts_the_grace_period_or_a_second_signal_is_left(
         w.wait_synced()
         fake.do(fake.api.put, "pods", crashing("p-0"))
         w.wait_for(lambda: status_writes(fake) == 2, what="the DCD and DGD writes")
-        w.signal(signal.SIGINT)
+        w.send_signal(signal.SIGINT)
         w.wait_for(lambda: "SIGINT: stopping" in w.stderr(), what="the stop")
         if second_signal:
-            w.signal(signal.SIGINT)
+            w.send_signal(signal.SIGINT)
         assert w.process.wait(timeout=40) == 130  # before the writes' 60 s, or the 60 s grace period (room for load)
         if not second_signal:
             w.wait_for(lambda: "stopped after the 0.5s grace period with 2 status writes unfinished" in w.stderr())
@@ -165,7 +165,7 @@ def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path)
         assert 'crashwatch_watch_errors_total{namespace="ns",resource="pods"} 1.0' in metrics
         assert 'crashwatch_lists_total{namespace="ns",resource="pods"} 1.0' in metrics
         assert "crashwatch_status_write_delay_seconds_count 1.0" in metrics  # the other is still delayed
-        w.signal(signal.SIGTERM)  # one status write is still waiting for its answer
+        w.send_signal(signal.SIGTERM)  # one status write is still waiting for its answer
         w.wait_for(lambda: "SIGTERM: stopping" in w.stderr(), what="the stop")
         assert http_get(f"{url}/readyz") == (503, "not ready: stopping\n")
         assert w.process.wait(timeout=10) == 0
@@ -268,7 +268,7 @@ def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake
         w.wait_for(lambda: "watch event longer than 4,194,304 bytes" in w.stderr(), timeout=60, what="the limit")
         rss = _rss_kib(w.process.pid)
         assert rss < 300 * 1024, f"{rss} KiB held"  # a line is never held whole, nor twice
-        w.signal(signal.SIGTERM)
+        w.send_signal(signal.SIGTERM)
         # the stop ends the endless read itself: it never waits out the 60 s grace period (the bound
         # below only leaves a loaded machine its lag, it measures no speed)
         assert w.process.wait(timeout=40) == 0
