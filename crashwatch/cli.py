@@ -40,8 +40,13 @@ examples:
   kubectl get pods -A --watch --output-watch-events -o json | crashwatch replay -
   crashwatch replay day1.jsonl.gz day2.jsonl.gz
 
+  # a snapshot of a large cluster (read item by item), a manifest without a namespace
+  kubectl get pods,deployments -A -o yaml | crashwatch replay -
+  crashwatch replay -n dynamo vllm-agg.yaml
+
 formats (detected from the content, never the name): JSON lines of watch events, kubectl's
-pretty-printed --output-watch-events output, a List (kubectl get ... -o json), YAML, any of them
+pretty-printed --output-watch-events output, a List (kubectl get ... -o json), an array of
+events (jq -s), YAML (with comments, anchors and merge keys), any of them
 compressed with gzip, bzip2 or xz, in UTF-8, UTF-16 or UTF-32; '-' reads standard input.
 
 exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stopped at one),

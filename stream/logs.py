@@ -2,14 +2,16 @@
 
 Formats are told apart by content, never by the file's name, so users need not say what they have: JSON
 lines (the API server's watch stream, or `crashwatch record`), kubectl's pretty-printed objects back to
-back, a List document, YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
+back, a List document (item by item when it is longer than the record limit), an array of records
+(`jq -s`), YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
 in UTF-8 (with or without a byte order mark), UTF-16 or UTF-32, and `-` for standard input. Each record
 is decoded by `stream.decode`, the same code the live watch uses.
 
 Hostile or broken input costs what it spoils and no more: a record longer than the limit is skipped
 without being held (a line is never accumulated past it, and a growing line is never copied again and
 again), one bad record is reported once and the next one is read as if nothing happened, damaged
-compressed data keeps everything before the damage, and every message fits on one line.
+compressed data keeps everything before the damage, binary data (a NUL byte) ends a log's read at once,
+and every message fits on one line.
 """
 
 from __future__ import annotations
