@@ -11,7 +11,9 @@ import gc
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -39,8 +41,13 @@ examples:
   kubectl get pods -A --watch --output-watch-events -o json | crashwatch replay -
   crashwatch replay day1.jsonl.gz day2.jsonl.gz
 
+  # a snapshot of a large cluster (read item by item), a manifest without a namespace
+  kubectl get pods,deployments -A -o yaml | crashwatch replay -
+  crashwatch replay -n dynamo vllm-agg.yaml
+
 formats (detected from the content, never the name): JSON lines of watch events, kubectl's
-pretty-printed --output-watch-events output, a List (kubectl get ... -o json), YAML, any of them
+pretty-printed --output-watch-events output, a List (kubectl get ... -o json), an array of
+events (jq -s), YAML (with comments, anchors and merge keys), any of them
 compressed with gzip, bzip2 or xz, in UTF-8, UTF-16 or UTF-32; '-' reads standard input.
 
 exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stopped at one),
@@ -461,6 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the DCD/DGD status patches the live watcher would send (JSON lines) instead of verdict changes",
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
+    replay.add_argument(
+        "-n",
+        "--namespace",
+        type=_namespace_name,
+        default="default",
+        metavar="NS",
+        help="the namespace of a manifest's objects that name none, as kubectl apply -n (default: default); "
+        "objects that name one keep it",
+    )
     _group_window(replay)
     _log_options(replay)
     replay.add_argument(
@@ -696,6 +712,18 @@ def _size(text: str) -> int:
     return value
 
 
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _namespace_name(text: str) -> str:
+    """A namespace name as Kubernetes takes one (a DNS label)."""
+    if _NAMESPACE_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not a namespace name (lower-case letters, digits and '-', at most 63): {text!r}"
+        )
+    return text
+
+
 def _jobs(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_JOBS:
@@ -703,7 +731,18 @@ def _jobs(text: str) -> int:
     return value
 
 
+def take_sigint() -> None:
+    """Take SIGINT even when started with it ignored, as a background job of a script is (`crashwatch
+    replay log &` in `sh -c`): Python then installs no KeyboardInterrupt handler, and `kill -INT` (or a
+    Ctrl-C meant for the whole script) would do nothing to `replay`, while the live commands, whose
+    signal receiver overrides the inherited disposition, stop. kubectl (Go's signal.Notify) takes it too.
+    A script whose Ctrl-C should leave a background crashwatch running starts it with `setsid`."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    take_sigint()
     code = _run(argv)
     # The answer is out: spare the interpreter's last collection over every object it made (two thirds of
     # a second for `wait`, whose exit is what a CI script waits on). Nothing is left to collect that
@@ -739,6 +778,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     recovery_window=args.recovery_window,
                     diagnoses=_diagnoses(args),
                     max_record_size=args.max_record_size,
+                    namespace=args.namespace,
                     log_format=args.log_format,
                     log_level=args.log_level,
                 )

@@ -44,7 +44,16 @@ from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.events import BadRecord, WatchEvent
-from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.logs import (
+    DEFAULT_NAMESPACE,
+    MAX_RECORD,
+    LogSource,
+    LogUnreadable,
+    is_json_lines,
+    map_file,
+    open_log,
+    read_log,
+)
 from stream.messages import Level
 from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
@@ -64,6 +73,7 @@ class ReplayOptions:
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
     diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
+    namespace: str = DEFAULT_NAMESPACE  # a manifest's objects that name no namespace are read into this one
     log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
     log_level: Level = "info"
 
@@ -227,7 +237,7 @@ async def replay(
     sources: list[LogSource] = []
     try:
         for path in options.logs:
-            sources.append(open_log(path, stdin=stdin, max_record=options.max_record_size))
+            sources.append(open_log(path, stdin=stdin, max_record=options.max_record_size, namespace=options.namespace))
     except LogUnreadable as exc:
         for source in sources:
             source.close()

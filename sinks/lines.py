@@ -13,7 +13,7 @@ import msgspec
 from pipeline.crashloop import Finding
 from pipeline.diagnoses import OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
-from sinks.text import printable
+from sinks.text import printable, value
 
 
 class ComponentLine(msgspec.Struct):
@@ -147,32 +147,34 @@ def text_line(change: ComponentChange | GraphChange) -> bytes:
 
 
 def _text_line(change: ComponentChange | GraphChange) -> str:
-    when = change.time or "-"
+    """The line's fields; every one that comes from the input is a `value` (quoted when it must be)."""
+    when = value(change.time) if change.time else "-"
     if isinstance(change, ComponentChange):
-        where = f"{change.namespace}/{change.graph}/{change.component}"
+        where = value(f"{change.namespace}/{change.graph}/{change.component}")
         finding = change.finding
         if finding is None:
             text = f"{when}  {where}  RECOVERED"
         elif finding.diagnosis:
             text = f"{when}  {where}  {WORDS.get(finding.diagnosis, 'FAILING')}  {_diagnosis_fields(finding)}"
-        elif finding.text and not finding.lws:  # a loop whose words are all there is to say
-            text = f"{when}  {where}  CRASH-LOOPING  {finding.text}"
+        elif finding.text and not finding.lws:  # a loop whose words are all there is to say (from a status)
+            text = f"{when}  {where}  CRASH-LOOPING  {value(finding.text)}"
         elif finding.lws:  # a LeaderWorkerSet group's recreation loop
             text = (
-                f"{when}  {where}  CRASH-LOOPING  lws={finding.lws} group={finding.group} "
-                f"recreations={finding.recreations} pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  lws={value(finding.lws)} group={value(finding.group)} "
+                f"recreations={finding.recreations} pod={value(finding.pod)} container={value(finding.container)} "
                 f"exit={finding.exit_code}"
             )
         else:
             text = (
-                f"{when}  {where}  CRASH-LOOPING  pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  pod={value(finding.pod)} container={value(finding.container)} "
                 f"restarts={finding.restarts} exit={finding.exit_code}"
             )
     else:
-        where = f"{change.namespace}/{change.graph}"
+        where = value(f"{change.namespace}/{change.graph}")
         if change.failed:
             parts = [
-                f"{name} ({_counts(finding)})" for name, finding in zip(change.components, change.findings, strict=True)
+                f"{value(name)} ({_counts(finding)})"
+                for name, finding in zip(change.components, change.findings, strict=True)
             ]
             text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
         else:
@@ -183,13 +185,13 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
 def _diagnosis_fields(finding: Finding) -> str:
     """A diagnosis's key=value fields on a text line; the scheduler's message last (which resource is short)."""
     if finding.diagnosis == UNSCHEDULABLE:
-        return f"pod={finding.pod}" + (f" message={finding.detail}" if finding.detail else "")
-    fields = f"pod={finding.pod} container={finding.container} restarts={finding.restarts}"
+        return f"pod={value(finding.pod)}" + (f" message={value(finding.detail)}" if finding.detail else "")
+    fields = f"pod={value(finding.pod)} container={value(finding.container)} restarts={finding.restarts}"
     if finding.diagnosis == OOM_KILLED:
-        return f"{fields} exit={finding.exit_code} reason=OOMKilled limit={finding.memory_limit or 'none'}"
+        return f"{fields} exit={finding.exit_code} reason=OOMKilled limit={value(finding.memory_limit or 'none')}"
     if finding.diagnosis == RESTART_LOOP:
         return f"{fields} exit={finding.exit_code}"
-    return f"{fields} reason={finding.reason}"
+    return f"{fields} reason={value(finding.reason)}"
 
 
 def _counts(finding: Finding) -> str:
@@ -197,10 +199,10 @@ def _counts(finding: Finding) -> str:
     diagnosis, the reason kubelet or the scheduler gave."""
     if finding.diagnosis:
         if finding.diagnosis == OOM_KILLED:
-            return f"restarts={finding.restarts} OOMKilled limit={finding.memory_limit or 'none'}"
+            return f"restarts={finding.restarts} OOMKilled limit={value(finding.memory_limit or 'none')}"
         if finding.diagnosis == RESTART_LOOP:
             return f"restarts={finding.restarts} exit={finding.exit_code}"
-        return finding.reason
+        return value(finding.reason)
     if finding.lws:
         return f"recreations={finding.recreations} exit={finding.exit_code}"
     if finding.text:

@@ -90,8 +90,8 @@ def test_the_slow_start_never_trips_a_diagnosis_even_with_short_graces() -> None
     assert result.returncode == 0
     assert result.stdout.decode().splitlines() == [
         "2026-11-20T10:03:02Z  dynamo/slow/VllmWorker  UNSCHEDULABLE  pod=slow-vllmworker-6d9f7c8b5-b7n3m "
-        "message=0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
-        "3 No preemption victims found for incoming pod.",
+        'message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: '
+        '3 No preemption victims found for incoming pod."',
         "2026-11-20T10:03:02Z  dynamo/slow  FAILED  component_unschedulable: VllmWorker (Unschedulable)",
         "2026-11-20T10:04:02Z  dynamo/slow/VllmWorker  RECOVERED",
         "2026-11-20T10:04:02Z  dynamo/slow  RECOVERED",
