@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING
 
 import envtest
 import yaml
@@ -100,8 +100,10 @@ def parts() -> Parts:
         raise NodeUnavailable("not root (containerd, runc and the kubelet need it)", machine=True)
     if not (Path("/sys/fs/cgroup/memory").is_dir() or Path("/sys/fs/cgroup/cgroup.controllers").exists()):
         raise NodeUnavailable("no memory cgroup under /sys/fs/cgroup", machine=True)
-    env = {name: os.environ.get(name, "") for name in ("CRASHWATCH_NODE_BIN", "CRASHWATCH_NODE_BUSYBOX_IMAGE",
-                                                       "CRASHWATCH_NODE_PAUSE_IMAGE")}
+    env = {
+        name: os.environ.get(name, "")
+        for name in ("CRASHWATCH_NODE_BIN", "CRASHWATCH_NODE_BUSYBOX_IMAGE", "CRASHWATCH_NODE_PAUSE_IMAGE")
+    }
     if not all(env.values()):
         done = subprocess.run([str(BUILD), "--env"], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, check=False)
         if done.returncode == 3:
@@ -114,8 +116,11 @@ def parts() -> Parts:
         Path(env["CRASHWATCH_NODE_BUSYBOX_IMAGE"]),
         Path(env["CRASHWATCH_NODE_PAUSE_IMAGE"]),
     )
-    missing = [str(p) for p in (found.bin / "kubelet", found.bin / "kube-scheduler", found.busybox, found.pause)
-               if not p.exists()]
+    missing = [
+        str(p)
+        for p in (found.bin / "kubelet", found.bin / "kube-scheduler", found.busybox, found.pause)
+        if not p.exists()
+    ]
     tools = [t for t in ("containerd", "ctr", "runc") if shutil.which(t) is None]
     if not (CNI_BIN / "bridge").exists():
         tools.append(str(CNI_BIN / "bridge"))
@@ -151,6 +156,7 @@ def node_ip() -> str:
 
 
 # --- what lies outside the temp folder ----------------------------------------------------------------------
+
 
 def _cgroup_mounts() -> list[Path]:
     found = []
@@ -244,6 +250,7 @@ def clean_leftovers() -> None:
 
 # --- the node ---------------------------------------------------------------------------------------------
 
+
 @dataclass
 class Node:
     parts: Parts
@@ -310,7 +317,10 @@ class Node:
     def ctr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
-            capture_output=True, text=True, timeout=timeout, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
         )
 
     # -- start --
@@ -386,19 +396,20 @@ class Node:
         config = base / "config.toml"
         config.write_text(
             f"""version = 2
-root = "{base / 'root'}"
-state = "{base / 'state'}"
+root = "{base / "root"}"
+state = "{base / "state"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.tracing.processor.v1.otlp"]
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs",
+  "io.containerd.tracing.processor.v1.otlp"]
 
 [grpc]
   address = "{self.socket}"
 
 [ttrpc]
-  address = "{base / 'ttrpc.sock'}"
+  address = "{base / "ttrpc.sock"}"
 
 [plugins."io.containerd.internal.v1.opt"]
-  path = "{base / 'opt'}"
+  path = "{base / "opt"}"
 
 [{cri}]
   sandbox_image = "{self.pause}"
@@ -418,7 +429,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [{cri}.containerd.runtimes.runc.options]
   SystemdCgroup = false
-  Root = "{base / 'runc'}"
+  Root = "{base / "runc"}"
 
 [{cri}.cni]
   bin_dir = "{CNI_BIN}"
@@ -440,8 +451,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         cert, key = envtest.sign_client_cert(
             self.plane.certs, folder, f"system:node:{NODE_NAME}", ("system:nodes", "system:masters")
         )
-        kubeconfig = envtest.write_kubeconfig(folder / "kubeconfig", self.plane.url, self.plane.certs["ca.crt"],
-                                              cert, key)
+        kubeconfig = envtest.write_kubeconfig(
+            folder / "kubeconfig", self.plane.url, self.plane.certs["ca.crt"], cert, key
+        )
         resolv = folder / "resolv.conf"
         resolv.write_text("")  # the Pods' DNS is clusterDNS alone; the machine's resolvers are not theirs
         config = {
@@ -470,8 +482,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             # a shared machine's disk or memory must not evict the tests' Pods
-            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                             "nodefs.inodesFree": "1%"},
+            "evictionHard": {
+                "memory.available": "1Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+            },
             "nodeStatusUpdateFrequency": "5s",
             "registerNode": True,
         }
