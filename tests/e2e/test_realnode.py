@@ -313,7 +313,19 @@ def session(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> It
     assert replayed.returncode == 0, replayed.stderr
     replay_lines = [json.loads(line) for line in replayed.stdout.decode().splitlines()]
     wall = time.monotonic() - began
-    print(f"\nreal-node cases observed in {wall:.0f}s", file=sys.stderr)
+    print(f"\nreal-node cases observed in {wall:.0f}s:", file=sys.stderr)
+    for case in CASES:  # what each case did, for the log of a run that fails
+        s = seen[case.name]
+        restarts = max((r for _, _, r, _, _ in s.pods), default=0)
+        said = [
+            f"{line['kind'][0]}:{line.get('crash_looping', line.get('failed'))}:{line.get('restarts')}"
+            for line in of(tail_lines, s.namespace)
+        ]
+        print(
+            f"  {case.name}: restarts {restarts}; DGD {runs([st for _, st, _ in s.states])}; tail {said}; "
+            f"wait {s.wait[0]}",
+            file=sys.stderr,
+        )
     # the cases' Pods go before the next test uses the node; the fixed graph stays for test_wait_after
     for case in CASES:
         if case.verdict != "recovers" and case.name != "runs-20s-first":
