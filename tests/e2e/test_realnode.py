@@ -212,12 +212,25 @@ def done(case: Case, seen: Seen, tail: list[dict[str, Any]]) -> bool:
     lines = [line for line in of(tail, seen.namespace) if line["kind"] == "component"]
     if case.verdict == "healthy":
         return any(restarts >= 3 for _, _, restarts, _, _ in seen.pods)
-    if case.verdict == "recovers":
-        return any(not line["crash_looping"] for line in lines)
-    if not lines:
+    states = runs([state for _, state, _ in seen.states])
+    if case.verdict == "recovers":  # said, and written (the poller read the graph failed, then not)
+        return any(not line["crash_looping"] for line in lines) and "failed" in states and states[-1] != "failed"
+    if not lines or "failed" not in states:
         return False
     flagged = lines[0]["restarts"]
     return any(restarts > flagged and state != "running" for _, _, restarts, state, _ in seen.pods)
+
+
+def events_in(kube: Kube, namespace: str) -> list[dict[str, Any]]:
+    return kube.get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")["items"]  # type: ignore[no-any-return]
+
+
+def events_written(kube: Kube, case: Case, seen: Seen) -> bool:
+    """`run` paces its Events (a token bucket): those the case must have are there."""
+    reasons = {(e["regarding"]["kind"], e["reason"]) for e in events_in(kube, seen.namespace)}
+    wanted = {"crash-looping": {"ComponentCrashLooping"}, "recovers": {"ComponentCrashLooping", "CrashLoopRecovered"}}
+    kinds = ("DynamoComponentDeployment", "DynamoGraphDeployment")
+    return {(kind, reason) for kind in kinds for reason in wanted.get(case.verdict, set())} <= reasons
 
 
 def wait_command(namespace: str, kubeconfig: Path, timeout: str) -> subprocess.Popen[str]:
@@ -288,6 +301,9 @@ def session(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> It
                 return all(done(case, seen[case.name], lines) for case in CASES)
 
             eventually(all_done, TIMEOUT, "every case shown", step=1)
+            eventually(
+                lambda: all(events_written(kube, case, seen[case.name]) for case in CASES), 60, "the Events", step=1
+            )
             for name, process in waits.items():
                 out, err = process.communicate(timeout=330)
                 seen[name].wait = (process.returncode, json.loads(out) if out.strip() else {"stderr": err})
@@ -308,7 +324,7 @@ def session(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> It
         s = seen[case.name]
         s.final_dgd = kube.get(f"{dgds(s.namespace)}/llm")
         s.final_dcd = kube.get(f"{dcds(s.namespace)}/llm-worker")
-        s.events = kube.get(f"/apis/events.k8s.io/v1/namespaces/{s.namespace}/events")["items"]
+        s.events = events_in(kube, s.namespace)
     replayed = run("replay", "-o", "json", "--recovery-window", WINDOW, str(record))
     assert replayed.returncode == 0, replayed.stderr
     replay_lines = [json.loads(line) for line in replayed.stdout.decode().splitlines()]
@@ -545,8 +561,9 @@ def test_the_watcher_pod_marks_a_real_crash_loop_and_clears_it_after_the_fix(
         pods = "/api/v1/namespaces/crashwatch/pods"
 
         def watcher_pod() -> dict[str, Any]:
-            (pod,) = [p for p in kube.get(pods)["items"] if "deletionTimestamp" not in p["metadata"]]
-            return pod  # type: ignore[no-any-return]
+            # none yet: StopIteration, which eventually() reads as "not yet"
+            live = (p for p in kube.get(pods)["items"] if "deletionTimestamp" not in p["metadata"])
+            return next(live)
 
         def ready() -> bool:
             return conditions(watcher_pod()).get("Ready", {}).get("status") == "True"
@@ -600,7 +617,7 @@ def test_the_watcher_pod_marks_a_real_crash_loop_and_clears_it_after_the_fix(
         name = watcher_pod()["metadata"]["name"]
         log = kube.get_raw(f"{pods}/{name}/log?container=crashwatch")
         assert log[0] == 200, log
-        lines = [json.loads(line) for line in log[1].decode().splitlines() if line.startswith("{")]
+        lines = [json.loads(line) for line in log[1].decode().splitlines() if line.startswith('{"kind":')]
         mine = [line for line in lines if line["namespace"] == namespace]
         for kind, key in (("component", "crash_looping"), ("graph", "failed")):
             said = runs([str(line[key]) for line in mine if line["kind"] == kind])
