@@ -190,6 +190,7 @@ def _remove(path: Path) -> None:
     if not path.exists() and not path.is_symlink():
         return
     if path.parts[1:3] == ("sys", "fs"):  # a cgroup: rmdir the children first, nothing else can go
+        _kill_cgroup(path)
         for child in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
             with contextlib.suppress(OSError):
                 child.rmdir()
@@ -201,6 +202,22 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _kill_cgroup(path: Path) -> None:
+    """SIGKILL what still runs in a kubepods cgroup the node created: its containers' processes (a pause,
+    a `sleep`) outlive a killed shim, and a cgroup with a process in it cannot be removed."""
+    pids = set()
+    for procs in path.rglob("cgroup.procs"):
+        with contextlib.suppress(OSError):
+            pids.update(int(pid) for pid in procs.read_text().split())
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if Path(f"/proc/{pid}").exists()}
+        time.sleep(0.1)
 
 
 def _delete_bridge() -> None:
@@ -231,8 +248,8 @@ def clean_leftovers() -> None:
         STATE.unlink()
         return
     workdir = state.get("workdir", "")
-    for pid in state.get("pids", []):
-        if workdir and _process_mentions(pid, workdir):
+    for pid, marker in state.get("pids", []):
+        if marker and _process_mentions(pid, marker):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     if workdir:
@@ -310,8 +327,13 @@ class Node:
             process.wait(timeout=15)
 
     def _save_state(self) -> None:
+        """What the next node must clean up if this test process is killed: each process with a path its
+        command line names (so that a pid reused since is left alone), and the paths created outside."""
         created = [str(p) for p in fixed_paths() if p not in self.existed]
-        pids = [p.pid for p in self.processes.values()]
+        pids = []
+        for process in [*self.processes.values(), *self.plane.processes.values()]:
+            named = " ".join(map(str, process.args))  # type: ignore[arg-type]
+            pids += [[process.pid, str(d)] for d in (self.workdir, self.plane.workdir) if str(d) in named][:1]
         STATE.write_text(json.dumps({"workdir": str(self.workdir), "pids": pids, "created": created}))
 
     def ctr(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -338,6 +360,7 @@ class Node:
         for tarball in (self.parts.pause, self.parts.busybox):
             self.import_image(tarball)
         self.plane.start()
+        self._save_state()
         self._start_kubelet()
         self._start(
             "kube-scheduler",
