@@ -207,7 +207,7 @@ def _remove(path: Path) -> None:
 def _kill_cgroup(path: Path) -> None:
     """SIGKILL what still runs in a kubepods cgroup the node created: its containers' processes (a pause,
     a `sleep`) outlive a killed shim, and a cgroup with a process in it cannot be removed."""
-    pids = set()
+    pids: set[int] = set()
     for procs in path.rglob("cgroup.procs"):
         with contextlib.suppress(OSError):
             pids.update(int(pid) for pid in procs.read_text().split())
