@@ -591,6 +591,23 @@ def _free_port(host: str) -> int:
         return int(s.getsockname()[1])
 
 
+def make(found: Parts, controlplane_bin: Path, workdir: Path, plane_dir: Path) -> Node:
+    """A node (not started) on a control plane of its own, in two folders (the control plane removes its own)."""
+    plane = envtest.ControlPlane(
+        controlplane_bin,
+        plane_dir,
+        apiserver_args=[
+            "--kubelet-preferred-address-types=InternalIP",
+            # the API server's client certificate for the kubelet (logs): the admin's, which envtest writes there
+            f"--kubelet-client-certificate={plane_dir / 'admin.crt'}",
+            f"--kubelet-client-key={plane_dir / 'admin.key'}",
+        ],
+        extra_controllers=("node-lifecycle-controller", "root-ca-certificate-publisher-controller"),
+        service_account_admission=True,
+    )
+    return Node(found, workdir, plane)
+
+
 def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     """A node and its control plane, up until the generator is closed; skipped with one line where this
     machine cannot run one, a failure under CI=true where only its parts are missing."""
@@ -607,21 +624,7 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         if os.environ.get("CI"):
             pytest.fail(f"the real-node tests must run under CI, but {exc}: {envtest.ENABLE}")
         pytest.skip(f"real-node tests skipped: {exc}; to run them, {envtest.ENABLE}")
-    workdir = tmp_path_factory.mktemp("node")
-    plane_dir = tmp_path_factory.mktemp("node-controlplane")
-    certs = plane_dir  # envtest writes its certificates there; the API server's kubelet client is the admin
-    plane = envtest.ControlPlane(
-        envtest_bin,
-        plane_dir,
-        apiserver_args=[
-            "--kubelet-preferred-address-types=InternalIP",
-            f"--kubelet-client-certificate={certs / 'admin.crt'}",
-            f"--kubelet-client-key={certs / 'admin.key'}",
-        ],
-        extra_controllers=("node-lifecycle-controller", "root-ca-certificate-publisher-controller"),
-        service_account_admission=True,
-    )
-    node = Node(found, workdir, plane)
+    node = make(found, envtest_bin, tmp_path_factory.mktemp("node"), tmp_path_factory.mktemp("node-controlplane"))
     try:
         node.start()
         print(f"\nreal node up in {node.started_in:.1f}s (kubelet at {node.ip})", file=sys.stderr)
