@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import envtest  # noqa: E402
 import realnode  # noqa: E402
 from dynamo import GRAPH, dcds, deployment, make_graph  # noqa: E402
-from kube import Kube  # noqa: E402
+from kube import ApiError, Kube  # noqa: E402
 from watcher import Watcher  # noqa: E402
 
 NAMESPACE = "bench"
@@ -96,7 +96,16 @@ class Observer:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> None:
-        rv = self.kube.get(self.path)["metadata"]["resourceVersion"]
+        for _ in range(60):  # a new CRD's watch cache answers 429 while it initializes
+            try:
+                rv = self.kube.get(self.path)["metadata"]["resourceVersion"]
+                break
+            except ApiError as exc:
+                if exc.status != 429:
+                    raise
+                time.sleep(1)
+        else:
+            raise RuntimeError(f"{self.path}: still 429 after a minute")
         connection = http.client.HTTPSConnection(
             self.kube.host, self.kube.port, context=self.kube.context, timeout=3600
         )

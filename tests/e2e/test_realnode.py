@@ -183,26 +183,33 @@ class Poller(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stopping.is_set():
-                now = time.monotonic()
-                for dgd in self.kube.get(dgds("").replace("/namespaces//", "/"))["items"]:
-                    found = self.by_namespace.get(dgd["metadata"]["namespace"])
-                    if found:
-                        status = dgd.get("status", {})
-                        stalled = conditions(dgd).get("Stalled", {}).get("status", "")
-                        found[1].states.append((now, status.get("state", ""), stalled))
-                for pod in self.kube.get("/api/v1/pods")["items"]:
-                    found = self.by_namespace.get(pod["metadata"]["namespace"])
-                    if not found or "deletionTimestamp" in pod["metadata"]:
-                        continue
-                    case, seen = found
-                    key = "initContainerStatuses" if case.container == "init" else "containerStatuses"
-                    for status in pod.get("status", {}).get(key, []):
-                        if status["name"] == case.container:
-                            state, code = container_state(status)
-                            seen.pods.append((now, pod["metadata"]["name"], status["restartCount"], state, code))
+                try:
+                    self.read()
+                except ApiError as exc:  # a 429 or 5xx of a loaded API server: this round is skipped
+                    if exc.status < 429:
+                        raise
                 self.stopping.wait(0.5)
-        except BaseException as exc:
+        except BaseException as exc:  # handed to the test
             self.failure = exc
+
+    def read(self) -> None:
+        now = time.monotonic()
+        for dgd in self.kube.get(dgds("").replace("/namespaces//", "/"))["items"]:
+            found = self.by_namespace.get(dgd["metadata"]["namespace"])
+            if found:
+                status = dgd.get("status", {})
+                stalled = conditions(dgd).get("Stalled", {}).get("status", "")
+                found[1].states.append((now, status.get("state", ""), stalled))
+        for pod in self.kube.get("/api/v1/pods")["items"]:
+            found = self.by_namespace.get(pod["metadata"]["namespace"])
+            if not found or "deletionTimestamp" in pod["metadata"]:
+                continue
+            case, seen = found
+            key = "initContainerStatuses" if case.container == "init" else "containerStatuses"
+            for status in pod.get("status", {}).get(key, []):
+                if status["name"] == case.container:
+                    state, code = container_state(status)
+                    seen.pods.append((now, pod["metadata"]["name"], status["restartCount"], state, code))
 
 
 def done(case: Case, seen: Seen, tail: list[dict[str, Any]]) -> bool:
