@@ -11,7 +11,9 @@ import gc
 import math
 import os
 import re
+import signal
 import sys
+import threading
 import typing
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -22,6 +24,7 @@ from crashwatch.errors import leaves
 if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
     from crashwatch.logs import StderrLogger
+    from pipeline.diagnoses import Settings
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -38,8 +41,13 @@ examples:
   kubectl get pods -A --watch --output-watch-events -o json | crashwatch replay -
   crashwatch replay day1.jsonl.gz day2.jsonl.gz
 
+  # a snapshot of a large cluster (read item by item), a manifest without a namespace
+  kubectl get pods,deployments -A -o yaml | crashwatch replay -
+  crashwatch replay -n dynamo vllm-agg.yaml
+
 formats (detected from the content, never the name): JSON lines of watch events, kubectl's
-pretty-printed --output-watch-events output, a List (kubectl get ... -o json), YAML, any of them
+pretty-printed --output-watch-events output, a List (kubectl get ... -o json), an array of
+events (jq -s), YAML (with comments, anchors and merge keys), any of them
 compressed with gzip, bzip2 or xz, in UTF-8, UTF-16 or UTF-32; '-' reads standard input.
 
 exit codes: 0 ok, 2 usage error, 65 bad records were skipped (or --strict stopped at one),
@@ -64,9 +72,12 @@ examples:
 
 what it writes (docs/status.md): DCD Available=False/ContainerCrashLooping with the finding, DGD
 state failed with Ready reason component_crash_looping, and on both the kstatus condition Stalled=True
-(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains. Kubernetes Events on
-the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its count climbing with the
-restarts) and Normal CrashLoopRecovered.
+(Helm 4, Flux and kpt then fail fast); all cleared when no crash loop remains. The other diagnoses (an
+image that cannot be pulled, a config error, an unschedulable Pod, an exit-0 restart loop, an OOM kill)
+set Stalled=True with a reason naming each, after their graces; --failed-state all fails the DGD for them
+too. Kubernetes Events on the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its
+count climbing with the restarts) and Normal CrashLoopRecovered, and a Warning in each other diagnosis's
+words (ComponentImagePullFailing ...) with Normal ComponentRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
 get/patch on their status subresources, and create/patch on events.k8s.io events.
@@ -115,9 +126,9 @@ enough) and also reads a failure already written to their status (Stalled=True, 
 goes to stderr, one line whenever a graph's standing changes; the result to stdout.
 
 exit codes: 0 every graph is successful at its current generation and none crash-loops, 1 a graph
-failed (a component crash-loops, or its status says failed), 3 a named graph does not exist,
-124 --timeout ran out (stdout says what it still waits for), 2 usage error, 69 the Dynamo CRDs are
-not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
+failed (a component crash-loops or shows another diagnosis past its grace, or its status says failed),
+3 a named graph does not exist, 124 --timeout ran out (stdout says what it still waits for), 2 usage
+error, 69 the Dynamo CRDs are not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
 """
 
 GET_EXAMPLES = """\
@@ -323,6 +334,13 @@ def _events_options(parser: argparse.ArgumentParser) -> None:
         "while a crash loop holds, Normal CrashLoopRecovered when it ends (default: true)",
     )
     parser.add_argument("--no-events", dest="events", action="store_false", help="the same as --events=false")
+    parser.add_argument(
+        "--event-logs",
+        action="store_true",
+        help="add the crashed container's last 10 lines (within the Event's 1KiB note) to a DCD's Warning Event; "
+        "needs get on pods and pods/log (k8s/event-logs); logs never go into status "
+        "(default: off)",
+    )
 
 
 def _bool(text: str) -> bool:
@@ -368,6 +386,46 @@ def _group_window(parser: argparse.ArgumentParser) -> None:
         help="a LeaderWorkerSet group recreated at least twice, each after a failure and at most this long "
         "apart, and not all Ready, is recreation-looping (default: 10m)",
     )
+    group = parser.add_argument_group(
+        "diagnoses beside the crash loop (docs/status.md: why these defaults)",
+        "A condition that may still resolve by itself is a diagnosis only once it has lasted its grace, "
+        "counted from the object's own time (a Pod's start, a container's last stop, PodScheduled's "
+        "lastTransitionTime).",
+    )
+    for flag, default, what in (
+        (
+            "image-pull-grace",
+            "3m",
+            "a container waiting with ErrImagePull or ImagePullBackOff (InvalidImageName "
+            "and ErrImageNeverPull fail at once)",
+        ),
+        (
+            "config-error-grace",
+            "2m",
+            "a container waiting with CreateContainerConfigError or CreateContainerError "
+            "(a Secret or ConfigMap may be on its way)",
+        ),
+        (
+            "unschedulable-grace",
+            "15m",
+            "a Pod whose PodScheduled is False with reason Unschedulable (a cluster "
+            "autoscaler may bring a node: 15m is cluster-autoscaler's --max-node-provision-time)",
+        ),
+    ):
+        group.add_argument(
+            f"--{flag}",
+            type=_duration,
+            default=_duration(default),
+            metavar="DURATION",
+            help=f"how long {what} may last before it is a diagnosis (default: {default})",
+        )
+    group.add_argument(
+        "--failed-state",
+        choices=("crash-loop", "all"),
+        default="crash-loop",
+        help="what sets DGD state failed (and DCD Available=False): crash loops alone, as the Dynamo operator "
+        "does, or every diagnosis; Stalled=True is set for every diagnosis either way (default: crash-loop)",
+    )
 
 
 def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
@@ -410,6 +468,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the DCD/DGD status patches the live watcher would send (JSON lines) instead of verdict changes",
     )
     replay.add_argument("--strict", action="store_true", help="stop at the first bad record")
+    replay.add_argument(
+        "-n",
+        "--namespace",
+        type=_namespace_name,
+        default="default",
+        metavar="NS",
+        help="the namespace of a manifest's objects that name none, as kubectl apply -n (default: default); "
+        "objects that name one keep it",
+    )
     _group_window(replay)
     _log_options(replay)
     replay.add_argument(
@@ -469,6 +536,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(tail)
     _line_format(tail, "-o", "--output")
+    _log_lines(tail)
     _shard_options(tail)
 
     record = commands.add_parser(
@@ -509,6 +577,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(wait, serve=False)
     _line_format(wait, "-o", "--output")
+    _log_lines(wait)
 
     get = commands.add_parser(
         "get",
@@ -523,7 +592,28 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output", dest="format", choices=("wide", "json"), default=None, help="wide columns, or JSON"
     )
     _cluster_options(get, serve=False)
+    _log_lines(get)
     return parser
+
+
+def _log_lines(parser: argparse.ArgumentParser) -> None:
+    """tail, wait and get: the crashed container's last lines, read with the caller's credentials."""
+    parser.add_argument(
+        "--log-lines",
+        type=_whole_or_zero,
+        default=10,
+        metavar="N",
+        help="show the last N lines (at most 4KiB) of a crashed container's output under its verdict: tail "
+        "under each new crash, wait on failure, get with -o wide; needs get on pods/log, else they are left out "
+        "(default: 10; 0: none)",
+    )
+
+
+def _whole_or_zero(text: str) -> int:
+    value = _whole(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
+    return value
 
 
 def _duration(text: str) -> float:
@@ -622,6 +712,18 @@ def _size(text: str) -> int:
     return value
 
 
+_NAMESPACE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def _namespace_name(text: str) -> str:
+    """A namespace name as Kubernetes takes one (a DNS label)."""
+    if _NAMESPACE_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not a namespace name (lower-case letters, digits and '-', at most 63): {text!r}"
+        )
+    return text
+
+
 def _jobs(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_JOBS:
@@ -629,7 +731,18 @@ def _jobs(text: str) -> int:
     return value
 
 
+def take_sigint() -> None:
+    """Take SIGINT even when started with it ignored, as a background job of a script is (`crashwatch
+    replay log &` in `sh -c`): Python then installs no KeyboardInterrupt handler, and `kill -INT` (or a
+    Ctrl-C meant for the whole script) would do nothing to `replay`, while the live commands, whose
+    signal receiver overrides the inherited disposition, stop. kubectl (Go's signal.Notify) takes it too.
+    A script whose Ctrl-C should leave a background crashwatch running starts it with `setsid`."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    take_sigint()
     code = _run(argv)
     # The answer is out: spare the interpreter's last collection over every object it made (two thirds of
     # a second for `wait`, whose exit is what a CI script waits on). Nothing is left to collect that
@@ -663,7 +776,9 @@ def _run(argv: Sequence[str] | None) -> int:
                     jobs=args.jobs,
                     group_window=args.group_window,
                     recovery_window=args.recovery_window,
+                    diagnoses=_diagnoses(args),
                     max_record_size=args.max_record_size,
+                    namespace=args.namespace,
                     log_format=args.log_format,
                     log_level=args.log_level,
                 )
@@ -698,6 +813,7 @@ def _live(
 ) -> int:
     from crashwatch.live import LiveOptions, run_live
     from sinks.events import EventSettings
+    from sinks.logs import DEFAULT_LINES
     from sinks.status import PatchSettings
     from stream.reflector import WatchSettings
 
@@ -731,14 +847,31 @@ def _live(
             timeout=getattr(args, "timeout", None),
             group_window=args.group_window,
             recovery_window=args.recovery_window,
+            diagnoses=_diagnoses(args),
+            log_lines=getattr(args, "log_lines", 0) if args.command != "get" or args.format == "wide" else 0,
             watch=watch,
             patch=patch,
             leader=leader,
             namespace_filter=getattr(args, "namespace_filter", None),
-            events=EventSettings(request_timeout=args.request_timeout) if getattr(args, "events", False) else None,
+            events=EventSettings(
+                request_timeout=args.request_timeout, logs=DEFAULT_LINES if getattr(args, "event_logs", False) else 0
+            )
+            if getattr(args, "events", False)
+            else None,
             log_format=args.log_format,
             log_level=args.log_level,
         )
+    )
+
+
+def _diagnoses(args: argparse.Namespace) -> Settings:
+    from pipeline.diagnoses import Settings
+
+    return Settings(
+        image_pull_grace=args.image_pull_grace,
+        config_error_grace=args.config_error_grace,
+        unschedulable_grace=args.unschedulable_grace,
+        failed_state=args.failed_state,
     )
 
 

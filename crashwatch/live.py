@@ -42,6 +42,7 @@ from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
+from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
@@ -49,6 +50,7 @@ from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
+from sinks.logs import LogReader, print_lines_with_logs
 from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
@@ -89,6 +91,7 @@ class LiveOptions:
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
+    diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
     watch: WatchSettings = field(default_factory=WatchSettings)
@@ -98,6 +101,7 @@ class LiveOptions:
     events: EventSettings | None = None  # run: write Kubernetes Events (None: --events=false)
     log_format: LogFormat = "text"  # stderr: crashwatch.logs
     log_level: Level = "info"
+    log_lines: int = 0  # tail, wait, get -o wide: the crashed container's last lines (0: none; sinks.logs)
 
 
 class _Stop(Exception):
@@ -276,7 +280,16 @@ async def _watch(
 
     recorder = Recorder(options.record) if options.record else None
     show = (recorder is None or options.record != "-") and options.command not in ("wait", "get")
-    judge = _judge(options, scopes, where, out, log, life)
+    reader = None
+    if options.log_lines > 0 and options.command in ("tail", "wait", "get"):
+        reader = LogReader(
+            # a kubelet that does not answer must not hold a CI wait's verdict back: 5 s at most per read
+            client,
+            options.log_lines,
+            timeout=min(5.0, options.watch.request_timeout),
+            log=lambda m: log(m, "warning"),
+        )
+    judge = _judge(options, scopes, where, out, log, life, reader)
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
     sinks: list[ObjectSendStream[list[Output]]] = []
     started = time.monotonic()
@@ -287,7 +300,11 @@ async def _watch(
                 send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_out)
                 line_format: Format = "json" if options.output == "json" else "text"
-                tg.start_soon(print_lines, receive_out, out, change_printer(line_format))
+                if reader is not None:  # tail: each crash with its container's last lines under it
+                    printer = change_printer(line_format)
+                    tg.start_soon(print_lines_with_logs, receive_out, out, printer, reader, line_format)
+                else:
+                    tg.start_soon(print_lines, receive_out, out, change_printer(line_format))
             if options.command == "run":
                 send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
                 sinks.append(send_status)
@@ -326,6 +343,7 @@ async def _watch(
                 readiness=judge is not None,
                 group_window=options.group_window,
                 recovery_window=options.recovery_window,
+                diagnoses=options.diagnoses,
             )
 
             def report(problem: BadRecord | Rejected) -> bool:
@@ -420,6 +438,7 @@ def _judge(
     out: BinaryIO,
     log: Logger,
     life: _Lifecycle,
+    reader: LogReader | None = None,
 ) -> GraphWaiter | GraphTable | None:
     """The sink that decides `wait`'s exit or prints `get`'s snapshot; it stops the watches when done."""
 
@@ -433,12 +452,14 @@ def _judge(
         targets = [(namespace, name) for name in options.graphs]
     if options.command == "wait":
         once = options.timeout == 0
-        return GraphWaiter(targets, "json" if options.output == "json" else "text", out, log, stop, where, once)
+        return GraphWaiter(
+            targets, "json" if options.output == "json" else "text", out, log, stop, where, once, logs=reader
+        )
     if options.command == "get":
         view: Literal["table", "wide", "json"] = (
             "json" if options.output == "json" else "wide" if options.output == "wide" else "table"
         )
-        return GraphTable(targets, view, options.all_namespaces, out, log, stop)
+        return GraphTable(targets, view, options.all_namespaces, out, log, stop, logs=reader)
     return None
 
 

@@ -34,6 +34,7 @@ from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
+from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
@@ -43,7 +44,16 @@ from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.events import BadRecord, WatchEvent
-from stream.logs import MAX_RECORD, LogSource, LogUnreadable, is_json_lines, map_file, open_log, read_log
+from stream.logs import (
+    DEFAULT_NAMESPACE,
+    MAX_RECORD,
+    LogSource,
+    LogUnreadable,
+    is_json_lines,
+    map_file,
+    open_log,
+    read_log,
+)
 from stream.messages import Level
 from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
@@ -61,7 +71,9 @@ class ReplayOptions:
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
     group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
+    diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
+    namespace: str = DEFAULT_NAMESPACE  # a manifest's objects that name no namespace are read into this one
     log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
     log_level: Level = "info"
 
@@ -225,7 +237,7 @@ async def replay(
     sources: list[LogSource] = []
     try:
         for path in options.logs:
-            sources.append(open_log(path, stdin=stdin, max_record=options.max_record_size))
+            sources.append(open_log(path, stdin=stdin, max_record=options.max_record_size, namespace=options.namespace))
     except LogUnreadable as exc:
         for source in sources:
             source.close()
@@ -244,6 +256,7 @@ async def replay(
             group_window=options.group_window,
             strict=options.strict,
             recovery_window=options.recovery_window,
+            diagnoses=options.diagnoses,
         )
 
         def report(problem: BadRecord | Rejected) -> bool:

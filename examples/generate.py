@@ -28,6 +28,8 @@ from builders import (  # noqa: E402
     set_crashing,
     set_init_crashing,
     set_running,
+    set_unschedulable,
+    set_waiting,
     terminating,
     worker_pod,
 )
@@ -421,6 +423,144 @@ def lws_recreation_loop() -> list[dict[str, Any]]:
     return _recorded(events, 73_400)
 
 
+def diagnoses() -> list[dict[str, Any]]:
+    """A graph that will never be ready for five reasons besides a crash loop, each fixed in turn: the
+    frontend's Secret is missing, the worker's image tag does not exist, the prefill worker asks for a GPU
+    no node has, the planner exits 0 and is restarted forever, the processor is OOM-killed with exit 0
+    (a child killed by the kernel). Under the default graces (3m pulls, 2m config errors, 15m
+    unschedulable) each is reported once its grace has passed, and recovers when fixed."""
+    ns, graph = "dynamo", "llm"
+    v = "nvidia.com/v1beta1"
+
+    def pod_of(component: str, template: str, suffix: str) -> dict[str, Any]:
+        return worker_pod(ns, f"llm-{component.lower()}-{template}-{suffix}", graph, component, template)
+
+    front = pod_of("Frontend", "5c4b3a291", "q8w7e")
+    worker = pod_of("VllmWorker", "6d9f7c8b5", "x2x9k")
+    worker_fixed = pod_of("VllmWorker", "7f8e9d0c1", "k4m2p")
+    prefill = pod_of("VllmPrefillWorker", "7c4b9d6f8", "m4kq2")
+    planner = pod_of("Planner", "8b7a6c5d4", "p1l2n")
+    planner_fixed = pod_of("Planner", "9c8b7a6d5", "r3s4t")
+    processor = pod_of("Processor", "4d3c2b1a0", "h5j6k")
+    processor_fixed = pod_of("Processor", "5e4d3c2b1", "w7x8y")
+    dcds = [
+        dcd(f"llm-{c.lower()}", graph, c, ns, api_version=v, realistic=True)
+        for c in ("Frontend", "Planner", "Processor", "VllmPrefillWorker", "VllmWorker")
+    ]
+    secret = 'secret "hf-token" not found'
+    pull = 'Back-off pulling image "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.9"'
+    pull_error = (
+        'failed to pull and unpack image "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.9": '
+        "nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.9: not found"
+    )
+    no_gpu = (
+        "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: "
+        "4 No preemption victims found for incoming pod."
+    )
+    events: list[tuple[int, str, dict[str, Any]]] = [
+        (0, "ADDED", dgd(graph, ns, api_version=v, realistic=True)),
+        *((0, "ADDED", d) for d in dcds),
+        (2, "ADDED", front),
+        (2, "ADDED", worker),
+        (2, "ADDED", prefill),
+        (2, "ADDED", planner),
+        (2, "ADDED", processor),
+        (3, "MODIFIED", set_waiting(front, "CreateContainerConfigError", secret)),
+        (4, "MODIFIED", set_waiting(worker, "ErrImagePull", pull_error)),
+        (5, "MODIFIED", set_unschedulable(prefill, _at(5), no_gpu)),
+        (6, "MODIFIED", set_running(planner, ready=False)),
+        (6, "MODIFIED", set_running(processor, ready=False)),
+        (20, "MODIFIED", set_waiting(worker, "ImagePullBackOff", pull)),
+        (36, "MODIFIED", set_crashing(planner, 1, exit_code=0, reason="Completed", waiting=False)),
+        (37, "MODIFIED", set_running(planner, 1, ready=False)),
+        (41, "MODIFIED", set_crashing(processor, 1, exit_code=0, reason="OOMKilled", waiting=False)),
+        (42, "MODIFIED", set_running(processor, 1, ready=False)),
+        (50, "MODIFIED", set_waiting(worker, "ErrImagePull", pull_error)),
+        (67, "MODIFIED", set_crashing(planner, 2, exit_code=0, reason="Completed", waiting=False)),
+        (70, "MODIFIED", set_waiting(worker, "ImagePullBackOff", pull)),
+        (72, "MODIFIED", set_crashing(processor, 2, exit_code=0, reason="OOMKilled", waiting=False)),
+        (87, "MODIFIED", set_running(planner, 2, ready=False)),
+        (92, "MODIFIED", set_running(processor, 2, ready=False)),
+        (118, "MODIFIED", set_crashing(planner, 3, exit_code=0, reason="Completed")),
+        (150, "MODIFIED", set_running(front, ready=False)),  # the Secret is there: the container runs
+        (190, "MODIFIED", set_running(front)),
+        (240, "ADDED", worker_fixed),  # a rollout with a tag that exists
+        (241, "MODIFIED", set_running(worker_fixed, ready=False)),
+        (300, "MODIFIED", set_running(worker_fixed)),
+        (301, "MODIFIED", terminating(set_waiting(worker, "ImagePullBackOff", pull), _at(301))),
+        (302, "DELETED", terminating(set_waiting(worker, "ImagePullBackOff", pull), _at(301))),
+        (400, "ADDED", planner_fixed),  # the planner's fix: it serves instead of returning
+        (401, "MODIFIED", terminating(set_crashing(planner, 3, exit_code=0, reason="Completed"), _at(401))),
+        (402, "MODIFIED", set_running(planner_fixed)),
+        (403, "DELETED", terminating(set_crashing(planner, 3, exit_code=0, reason="Completed"), _at(401))),
+        (500, "ADDED", processor_fixed),  # more memory
+        (501, "MODIFIED", terminating(set_running(processor, 2, ready=False), _at(501))),
+        (502, "MODIFIED", set_running(processor_fixed)),
+        (503, "DELETED", terminating(set_running(processor, 2, ready=False), _at(501))),
+        (1000, "MODIFIED", set_running(prefill, ready=False)),  # a node with a GPU joined after all
+        (1060, "MODIFIED", set_running(prefill)),
+    ]
+    events.sort(key=lambda e: e[0])
+    return _recorded(events, 91_000)
+
+
+def slow_start() -> list[dict[str, Any]]:
+    """A healthy graph that takes its time, which no diagnosis may take for a failure: its worker waits
+    four minutes for a cluster autoscaler's GPU node (Unschedulable all the while), pulls a large image
+    for three minutes (ContainerCreating), then loads its model for 70 s before its readiness probe
+    passes; a record's last time-only line says ten more minutes passed with it Ready."""
+    ns, graph = "dynamo", "slow"
+    v = "nvidia.com/v1beta1"
+    worker = worker_pod(ns, "slow-vllmworker-6d9f7c8b5-b7n3m", graph, "VllmWorker")
+    waiting_for_node = (
+        "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: "
+        "3 No preemption victims found for incoming pod."
+    )
+    pulling = set_waiting(worker, "ContainerCreating", "")
+    events: list[tuple[int, str, dict[str, Any]]] = [
+        (0, "ADDED", dgd(graph, ns, api_version=v, realistic=True)),
+        (0, "ADDED", dcd("slow-vllmworker", graph, "VllmWorker", ns, api_version=v, realistic=True)),
+        (1, "ADDED", worker),
+        (2, "MODIFIED", set_unschedulable(worker, _at(2), waiting_for_node)),
+        (60, "MODIFIED", set_unschedulable(worker, _at(2), waiting_for_node)),
+        (242, "MODIFIED", pulling),  # the autoscaler's node joined: bound, the image pulls
+        (420, "MODIFIED", set_running(worker, ready=False)),  # pulled: the model loads
+        (490, "MODIFIED", set_running(worker)),  # the readiness probe passes after 70 s
+        (
+            491,
+            "MODIFIED",
+            dcd(
+                "slow-vllmworker",
+                graph,
+                "VllmWorker",
+                ns,
+                available="True",
+                reason="DeploymentReady",
+                message="Deployment is ready",
+                api_version=v,
+                realistic=True,
+            ),
+        ),
+        (
+            492,
+            "MODIFIED",
+            dgd(
+                graph,
+                ns,
+                state="successful",
+                reason="all_resources_are_ready",
+                message="All resources are ready",
+                api_version=v,
+                realistic=True,
+            ),
+        ),
+    ]
+    out = _recorded(events, 64_000)
+    # `crashwatch record` stopped ten minutes later: its last record says only what time it was
+    out.append({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {}}, "time": _at(1100)})
+    return out
+
+
 def main(folder: Path = HERE) -> None:
     with open(folder / "rollout-recovers.jsonl", "w") as out:
         for event in rollout_recovers():
@@ -431,6 +571,8 @@ def main(folder: Path = HERE) -> None:
     for name, events in (
         ("grove-crash-loop.jsonl", grove_crash_loop()),
         ("lws-recreation-loop.jsonl", lws_recreation_loop()),
+        ("diagnoses.jsonl", diagnoses()),
+        ("slow-start.jsonl", slow_start()),
     ):
         with open(folder / name, "w") as out:
             for event in events:

@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import msgspec
 
 from pipeline.crashloop import Finding
+from pipeline.diagnoses import GRACED, Graces, Settings, rank
 from pipeline.filter import ObjectUpdate
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, HEALTHY, REASON_CRASH_LOOPING, GraphVerdict, graph_verdict
 from pipeline.groups import (
@@ -139,6 +140,7 @@ class Aggregator:
         readiness: bool = False,
         group_window: float = DEFAULT_WINDOW,
         recovery_window: float = DEFAULT_RECOVERY_WINDOW,
+        diagnoses: Settings | None = None,
     ) -> None:
         """`store` holds the current view of every object; the filter keeps it, this only reads it.
         `synced=False` holds back status decisions until `sync()`: a watcher that starts must see every
@@ -146,9 +148,13 @@ class Aggregator:
         emits a `GraphReadiness` whenever what a waiter sees of a graph changes (`wait` and `get`), from
         `sync()` on. `group_window` is the most seconds between two recreations of a LeaderWorkerSet group
         that still make a loop (pipeline.groups); `recovery_window` the seconds a crash-looping Pod must be
-        Ready, without a restart, before its verdict clears (pipeline.holds)."""
+        Ready, without a restart, before its verdict clears (pipeline.holds); `diagnoses` the graces of
+        the diagnoses beside the crash loop and which of them fail the DGD (pipeline.diagnoses)."""
         self._clock = clock or (lambda: EPOCH)
         self.holds = Holds(store.held, recovery_window)
+        self.settings = diagnoses or Settings()
+        self.graces = Graces(self.settings)
+        self._all_failed = self.settings.failed_state == "all"
         self.group_window = group_window
         self._groups: dict[GroupKey, GroupHistory] = {}
         # (when its grace ends, group) for groups left without a Pod: stale entries are skipped when due
@@ -242,7 +248,7 @@ class Aggregator:
 
     def pending(self) -> bool:
         """Whether something waits for time to pass (only then need events' times be read)."""
-        return self.holds.pending() or bool(self._gone_deadlines)
+        return self.holds.pending() or self.graces.pending() or bool(self._gone_deadlines)
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
@@ -251,12 +257,23 @@ class Aggregator:
         now = seconds(time)
         if now is None:
             return []
-        gone, window = self._gone_deadlines, self.group_window
-        if now < self.holds.earliest() and (not gone or now < gone[0][0]):  # the usual case: nothing due
-            if self.holds.now is None or now > self.holds.now:
+        gone, window, graces = self._gone_deadlines, self.group_window, self.graces
+        if now < self.holds.earliest() and now < graces.earliest() and (not gone or now < gone[0][0]):
+            if self.holds.now is None or now > self.holds.now:  # the usual case: nothing due
                 self.holds.now = now
+            if graces.now is None or now > graces.now:
+                graces.now = now
             return []
         due: list[tuple[float, list[ComponentKey]]] = []
+        for deadline, key, _ in graces.due(now):
+            view = self.pods.get(key)
+            component = view.component if view is not None else None
+            state = self._components.get(component) if component is not None else None
+            if state is not None and component is not None:
+                if state.looping is _EMPTY:
+                    state.looping = set()
+                state.looping.add(key)
+                due.append((deadline, [component]))
         for deadline, key in self.holds.due(now):
             view = self.pods.get(key)
             component = view.component if view is not None else None
@@ -284,8 +301,19 @@ class Aggregator:
         new_component = new.component if new is not None else None
         held = self.holds.held
         was_held = key in held
-        # the finding the Pod's verdict holds: the rule's, or its last crash's while it runs again
-        finding = self.holds.observe(key, new, time) if was_held or (new is not None and new.finding) else None
+        tracked = self.graces.tracked
+        was_graced = bool(tracked) and key in tracked
+        # the finding the Pod's verdict holds: the rule's, or its last crash's while it runs again; or a
+        # steady condition's (an image pull, a config error, no node) once its grace has passed
+        seen = new.finding if new is not None and new.component is not None and not new.finished else None
+        if seen is not None and seen.diagnosis in GRACED:
+            if was_held:  # a steady condition now: no crash to hold on to
+                del held[key]
+            finding = self.graces.observe(key, new.uid, seen, self._seconds(time))  # type: ignore[union-attr]
+        else:
+            if was_graced:
+                self.graces.forget(key)
+            finding = self.holds.observe(key, new, time) if was_held or seen is not None else None
         if old_component is not None:
             state = self._components[old_component]
             if old_component != new_component:
@@ -305,7 +333,7 @@ class Aggregator:
         same = (
             old is None or new is None or (old.component, old.uid, old.labels) == (new.component, new.uid, new.labels)
         )
-        if grouped and same and not was_held and finding is None:
+        if grouped and same and not was_held and not was_graced and finding is None:
             # a group's Pod came, went or changed, and no crash-looping Pod with it (a readiness flip, a
             # recreation's steps): its component needs a second look only if the group's verdict can have
             # changed, which the group's history says
@@ -482,11 +510,14 @@ class Aggregator:
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         state = self._components[component]
         best: Finding | None = None
-        held = self.holds.held
+        held, graced = self.holds.held, self.graces.tracked
         for key in state.looping:
-            finding = held[key].finding
-            if best is None or finding.pod < best.pod:
+            hold = held.get(key)
+            finding = hold.finding if hold is not None else graced[key].finding
+            if best is None or (finding.diagnosis == best.diagnosis and finding.pod < best.pod):
                 best = finding
+            elif finding.diagnosis != best.diagnosis and (rank(finding), finding.pod) < (rank(best), best.pod):
+                best = finding  # a crash loop first: the upstream verdict
         groups = self._groups_of.get(component)
         if best is None and groups:
             best = self._group_finding(component, groups)
@@ -696,7 +727,10 @@ class Aggregator:
         deployment = self.deployments[owned[0]] if owned else None
         groups = self._groups_of.get(component) if component is not None else _EMPTY
         groups_ready = all(self._group_ready(g) for g in groups) if groups else None
-        decided = (dcd_available(dcd, finding, deployment, groups_ready), dcd_stalled(dcd, finding))
+        decided = (
+            dcd_available(dcd, finding, deployment, groups_ready, self._all_failed),
+            dcd_stalled(dcd, finding),
+        )
         return self._want(("dcd", key), dcd, decided, None, now)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
@@ -706,7 +740,7 @@ class Aggregator:
         graph_state = self._graphs.get(graph)
         verdict = graph_state.verdict if graph_state is not None else HEALTHY
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
-        ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None])
+        ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None], self._all_failed)
         state, condition = ready if ready is not None else (None, None)
         return self._want(("dgd", graph), dgd, (condition, dgd_stalled(dgd, verdict)), state, now)
 
@@ -743,6 +777,13 @@ class Aggregator:
             return []
         self._decided[decided_key] = (wanted, observed)
         return [wanted]
+
+    def _seconds(self, time: str | None) -> float | None:
+        """An event's time in seconds, else the latest time seen (None: no time yet)."""
+        when = seconds(time)
+        if when is not None:
+            return when
+        return self.holds.now if self.graces.now is None else self.graces.now
 
     # --- introspection for tests and benchmarks ----------------------------------------------------
 

@@ -29,10 +29,21 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
     group: str = ""
     recreations: int = 0
     text: str = ""
+    # the diagnoses beside the crash loop (pipeline.diagnoses): which one ("" is the crash loop of this
+    # rule), what kubelet or the scheduler said of it, the time its grace counts from (RFC 3339; "": from
+    # when it was first seen), and the container's memory limit where an OOM kill is the cause
+    diagnosis: str = ""
+    detail: str = ""
+    since: str = ""
+    memory_limit: str = ""
 
     def describe(self) -> str:
         if self.text:
             return self.text
+        if self.diagnosis:
+            from pipeline.diagnoses import describe
+
+            return describe(self)
         why = f" ({self.reason})" if self.reason and self.reason != "Error" else ""
         return (
             f"container {self.container} of Pod {self.pod} restarted {self.restarts} times "

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 import msgspec
 
 from pipeline.aggregate import Aggregator
+from pipeline.diagnoses import Settings
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
@@ -31,12 +32,14 @@ class Pipeline:
         group_window: float = DEFAULT_WINDOW,
         strict: bool = False,
         recovery_window: float = DEFAULT_RECOVERY_WINDOW,
+        diagnoses: Settings | None = None,
     ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
         emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
         recreation loop; `recovery_window` how long a crash-looping Pod must be Ready before its verdict
-        clears (pipeline.holds). See `Aggregator`. `strict`: nothing after the first event the filter rejects
-        is looked at (`replay --strict`)."""
+        clears (pipeline.holds); `diagnoses` the graces of the diagnoses beside the crash loop and
+        which of them fail a DGD (pipeline.diagnoses). See `Aggregator`. `strict`: nothing after the
+        first event the filter rejects is looked at (`replay --strict`)."""
         self.strict = strict
         # the events the filter could not read, oldest first, for the caller to report and clear
         self.rejected: list[Rejected] = []
@@ -49,6 +52,7 @@ class Pipeline:
             readiness=readiness,
             group_window=group_window,
             recovery_window=recovery_window,
+            diagnoses=diagnoses,
         )
         self.filter.group_matters = self.aggregator.group_matters
 
@@ -77,7 +81,7 @@ class Pipeline:
         return outputs
 
     def tick(self, time: str) -> list[Output]:
-        """A live source's clock: time passed to `time` with no event (recovery windows end)."""
+        """A live source's clock: time passed to `time` with no event (recovery windows and graces end)."""
         return self.aggregator.advance(time)
 
     def sync(self, time: str | None = None) -> list[Output]:

@@ -16,7 +16,8 @@ from typing import NamedTuple
 import msgspec
 
 from pipeline.crashloop import Finding
-from pipeline.graph import REASON_CRASH_LOOPING, GraphVerdict
+from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
+from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted
 from pipeline.views import DeploymentView, DgdView, StatusView
 from stream.objects import Condition
@@ -27,6 +28,29 @@ DGD_CONDITION = "Ready"
 STALLED = "Stalled"
 DGD_STALLED_REASON = "ComponentCrashLooping"
 STALLED_CLEARED_REASON = "NoCrashLoop"
+STALLED_RECOVERED_REASON = "Recovered"  # a diagnosis other than a crash loop ended
+# a DCD's `Stalled` reason per diagnosis (and its `Available` reason with --failed-state all)
+DCD_REASONS = {
+    CRASH_LOOP: DCD_REASON_CRASH_LOOPING,
+    OOM_KILLED: "ContainerOOMKilled",
+    RESTART_LOOP: "ContainerRestartLooping",
+    IMAGE_PULL: "ImagePullFailing",
+    CONFIG_ERROR: "ContainerConfigError",
+    UNSCHEDULABLE: "PodUnschedulable",
+}
+# a DGD's `Stalled` reason per graph reason (pipeline.graph)
+DGD_STALLED_REASONS = {
+    REASON_CRASH_LOOPING: DGD_STALLED_REASON,
+    REASONS[OOM_KILLED]: "ComponentOOMKilled",
+    REASONS[RESTART_LOOP]: "ComponentRestartLooping",
+    REASONS[IMAGE_PULL]: "ComponentImagePullFailing",
+    REASONS[CONFIG_ERROR]: "ComponentConfigError",
+    REASONS[UNSCHEDULABLE]: "ComponentUnschedulable",
+    REASON_MIXED: "ComponentsFailing",
+}
+OWNED_DCD_REASONS = frozenset(DCD_REASONS.values())  # an `Available` failure crashwatch may clear
+OWNED_DGD_REASONS = frozenset((*REASONS.values(), REASON_MIXED))  # a `Ready` failure crashwatch may clear
+CRASH_LOOP_STALLED = frozenset((DCD_REASON_CRASH_LOOPING, DGD_STALLED_REASON))
 
 
 def _same(a: Condition | None, b: Condition) -> bool:
@@ -59,46 +83,61 @@ def _merge(
     return tuple(stamped), tuple(merged)
 
 
-def stalled(view: StatusView, crash_looping: bool, reason: str, message: str, cleared: str) -> Condition | None:
-    """The kstatus `Stalled` condition crashwatch wants: True while a crash loop holds; False once it
-    clears where it said True (absent or False stays as it is, so a healthy object is never written)."""
-    if crash_looping:
+def stalled(view: StatusView, failing: bool, reason: str, message: str, cleared: str) -> Condition | None:
+    """The kstatus `Stalled` condition crashwatch wants: True while a crash loop (or another diagnosis)
+    holds; False once it clears where it said True (absent or False stays as it is, so a healthy object
+    is never written). `cleared` is what a cleared crash loop says; another diagnosis's end is said in
+    general words, its reason `Recovered`."""
+    if failing:
         return Condition(STALLED, "True", reason, message, observed_generation=view.generation)
     current = view.condition(STALLED)
     if current is None or current.status != "True":
         return None
+    if current.reason not in CRASH_LOOP_STALLED and current.reason in _NOT_CRASH_LOOP_STALLED:
+        words = cleared.replace("crash-looping", "failing")
+        return Condition(STALLED, "False", STALLED_RECOVERED_REASON, words, observed_generation=view.generation)
     return Condition(STALLED, "False", STALLED_CLEARED_REASON, cleared, observed_generation=view.generation)
+
+
+_NOT_CRASH_LOOP_STALLED = frozenset((*DCD_REASONS.values(), *DGD_STALLED_REASONS.values())) - CRASH_LOOP_STALLED
 
 
 def dcd_stalled(dcd: StatusView, finding: Finding | None) -> Condition | None:
     return stalled(
         dcd,
         finding is not None,
-        DCD_REASON_CRASH_LOOPING,
+        DCD_REASONS.get(finding.diagnosis, DCD_REASON_CRASH_LOOPING) if finding is not None else "",
         finding.describe() if finding is not None else "",
         "no container is crash-looping",
     )
 
 
 def dgd_stalled(dgd: StatusView, verdict: GraphVerdict) -> Condition | None:
-    return stalled(dgd, verdict.failed, DGD_STALLED_REASON, verdict.message, "no component is crash-looping")
+    reason = DGD_STALLED_REASONS.get(verdict.reason or "", DGD_STALLED_REASON)
+    return stalled(dgd, verdict.failed, reason, verdict.message, "no component is crash-looping")
 
 
 def dcd_available(
-    dcd: StatusView, finding: Finding | None, deployment: DeploymentView | None, groups_ready: bool | None = None
+    dcd: StatusView,
+    finding: Finding | None,
+    deployment: DeploymentView | None,
+    groups_ready: bool | None = None,
+    all_failed: bool = False,
 ) -> Condition | None:
     """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say.
-    `groups_ready` is set for a LeaderWorkerSet-backed DCD: whether all its groups' Pods are Ready."""
-    if finding is not None:
+    `groups_ready` is set for a LeaderWorkerSet-backed DCD: whether all its groups' Pods are Ready.
+    A crash loop is written as upstream writes it; another diagnosis only with `all_failed`
+    (--failed-state all), with its own reason."""
+    if finding is not None and (finding.diagnosis == CRASH_LOOP or all_failed):
         return Condition(
             type=DCD_CONDITION,
             status="False",
-            reason=DCD_REASON_CRASH_LOOPING,
+            reason=DCD_REASONS.get(finding.diagnosis, DCD_REASON_CRASH_LOOPING),
             message=finding.describe(),
             observed_generation=dcd.generation,
         )
     current = dcd.condition(DCD_CONDITION)
-    if current is None or current.reason != DCD_REASON_CRASH_LOOPING:
+    if current is None or current.reason not in OWNED_DCD_REASONS:
         return None
     if deployment is None and groups_ready is not None:  # the operator's words for its LeaderWorkerSet
         if groups_ready:
@@ -177,14 +216,23 @@ def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[i
     return count, sorted(not_ready)
 
 
-def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]) -> tuple[str, Condition] | None:
-    """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say."""
-    if verdict.failed:
+def dgd_ready(
+    dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView], all_failed: bool = False
+) -> tuple[str, Condition] | None:
+    """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say.
+    `failed` is written for crash-looping components, as upstream does (the message lists those alone),
+    or with `all_failed` (--failed-state all) for every diagnosis, with the graph's reason."""
+    failed = verdict if all_failed else crash_loops(verdict)
+    if failed.failed:
         return "failed", Condition(
-            DGD_CONDITION, "False", REASON_CRASH_LOOPING, verdict.message, observed_generation=dgd.generation
+            DGD_CONDITION,
+            "False",
+            failed.reason or REASON_CRASH_LOOPING,
+            failed.message,
+            observed_generation=dgd.generation,
         )
     current = dgd.condition(DGD_CONDITION)
-    if current is None or current.reason != REASON_CRASH_LOOPING:
+    if current is None or current.reason not in OWNED_DGD_REASONS:
         return None
     count, not_ready = components_readiness(dgd, dcds)
     if count and not not_ready:
@@ -202,9 +250,7 @@ def dgd_ready(dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView]
     return "pending", Condition(DGD_CONDITION, "False", reason, message, observed_generation=dgd.generation)
 
 
-def wanted_status(
-    view: StatusView, decided: tuple[Condition, ...], state: str | None, now: str
-) -> StatusWanted | None:
+def wanted_status(view: StatusView, decided: tuple[Condition, ...], state: str | None, now: str) -> StatusWanted | None:
     """A StatusWanted when the object does not already say this, else None (so restarts write nothing)."""
     if not decided:
         return None

@@ -14,7 +14,8 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from pipeline.crashloop import Finding, crash_loop, pod_ready
+from pipeline.crashloop import Finding, pod_ready
+from pipeline.diagnoses import diagnose
 from pipeline.groups import LWS_NAME, GroupPod, group_identity, pod_failure
 from stream.objects import (
     COMPONENT_LABEL,
@@ -56,7 +57,7 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     name: str
     labels: Labels
     component: ComponentKey | None
-    finding: Finding | None
+    finding: Finding | None  # a crash loop, or another diagnosis (pipeline.diagnoses)
     group: GroupPod | None = None  # a LeaderWorkerSet group's Pod: what the group-recreation rule reads
     # what holding a crash-loop verdict between restarts reads (pipeline.holds): whether the Pod is Ready,
     # its containers' restarts in all (a restart while Ready starts the recovery window over), and
@@ -100,7 +101,7 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         meta.name,
         text,
         component if meta.deletion_timestamp is None else None,
-        crash_loop(pod, ready),
+        diagnose(pod, ready),
         group,
         ready,
         restarts,
@@ -304,6 +305,7 @@ class ViewStore:
 
     def __len__(self) -> int:
         return sum(len(views) for views in (self.pods, *self.by_type.values()))
+
 
 # The one place a decoded object's kind picks its view; the aggregator dispatches on the view's type.
 VIEWS: dict[type[Any], Callable[[Any], View]] = {

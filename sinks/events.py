@@ -43,8 +43,11 @@ import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.outputs import Output, StatusWanted
-from pipeline.status import STALLED
+from pipeline.crashloop import Finding
+from pipeline.graph import REASONS
+from pipeline.outputs import ComponentChange, Output, StatusWanted
+from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
+from sinks.logs import LogReader, crashed
 from stream.client import ApiError, Backoff, KubeClient, TokenBucket
 from stream.messages import About, Logger, logger
 
@@ -52,6 +55,12 @@ CONTROLLER = "crashwatch"
 ACTION = "Diagnose"
 REASON_CRASH_LOOPING = "ComponentCrashLooping"
 REASON_RECOVERED = "CrashLoopRecovered"
+REASON_OTHER_RECOVERED = "ComponentRecovered"  # a diagnosis other than a crash loop ended
+# the Warning's reason for each `Stalled` reason: the DGD's words (ComponentImagePullFailing ...), on DCDs too
+WARNINGS = {DCD_REASONS[kind]: DGD_STALLED_REASONS[reason] for kind, reason in REASONS.items()} | {
+    reason: reason for reason in DGD_STALLED_REASONS.values()
+}
+SERIES_REASONS = (*sorted(set(WARNINGS.values())), REASON_RECOVERED, REASON_OTHER_RECOVERED)
 NOTE_LIMIT = 1024  # bytes: the API server refuses a longer note
 NAME_LIMIT = 253
 SERIES_WINDOW = 360.0  # client-go's finishTime: a series with no repeat for this long is over
@@ -70,6 +79,7 @@ class EventSettings:
     request_timeout: float = 30.0
     series_window: float = SERIES_WINDOW
     instance: str = ""  # reportingInstance; "" for the Pod's name (HOSTNAME) or the host's
+    logs: int = 0  # --event-logs: the crashed container's last lines under a DCD's Warning note (0: none)
 
 
 class Regarding(msgspec.Struct, frozen=True, gc=False):
@@ -116,9 +126,11 @@ def occurrences(outputs: Sequence[Output]) -> list[Occurrence]:
             output.api_version, output.kind, output.namespace, output.name, output.uid, output.resource_version
         )
         if stalled.status == "True":
-            found.append(Occurrence(regarding, "Warning", REASON_CRASH_LOOPING, note(stalled.message)))
+            reason = WARNINGS.get(stalled.reason, REASON_CRASH_LOOPING)
+            found.append(Occurrence(regarding, "Warning", reason, note(stalled.message)))
         else:
-            found.append(Occurrence(regarding, "Normal", REASON_RECOVERED, note(stalled.message)))
+            reason = REASON_OTHER_RECOVERED if stalled.reason == STALLED_RECOVERED_REASON else REASON_RECOVERED
+            found.append(Occurrence(regarding, "Normal", reason, note(stalled.message)))
     return found
 
 
@@ -247,16 +259,19 @@ class Folder:
         self.queue.append(key)
 
     def _end_other(self, occurrence: Occurrence, key: Key) -> None:
-        """A crash loop that starts ends the object's recovery series, and a recovery its crash loop's."""
-        other = REASON_RECOVERED if occurrence.reason == REASON_CRASH_LOOPING else REASON_CRASH_LOOPING
-        other_key = (*key[:4], other, key[5])
-        series = self.series.get(other_key)
-        if series is None:
-            return
-        if series.queued or series.busy:
-            series.ended = True
-        else:
-            del self.series[other_key]
+        """A crash loop (or another diagnosis) that starts ends the object's recovery series and those of
+        other diagnoses, and a recovery ends them all."""
+        for other in SERIES_REASONS:
+            if other == occurrence.reason:
+                continue
+            other_key = (*key[:4], other, key[5])
+            series = self.series.get(other_key)
+            if series is None:
+                continue
+            if series.queued or series.busy:
+                series.ended = True
+            else:
+                del self.series[other_key]
 
     def take(self) -> Write | None:
         """The next write, or None when none waits."""
@@ -363,6 +378,17 @@ class EventRecorder:
         self._stopped = anyio.Event()
         self._closed = False
         self._said: set[int] = set()
+        # --event-logs: each DCD's current finding (from the verdict changes), whose container's last lines
+        # a Warning's note carries; read when the Event is written, never in the input loop
+        self._findings: dict[tuple[str, str], Finding] = {}
+        self.logs: LogReader | None = None
+        if self.settings.logs > 0:
+            self.logs = LogReader(
+                client, self.settings.logs, timeout=min(5.0, self.settings.request_timeout), log=self._no_logs
+            )
+
+    def _no_logs(self, message: str) -> None:
+        self.log(message, "warning")
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with anyio.create_task_group() as tg:
@@ -378,6 +404,13 @@ class EventRecorder:
 
     def observe(self, outputs: Sequence[Output]) -> None:
         """Fold a batch's occurrences in; never waits."""
+        if self.logs is not None:
+            for output in outputs:
+                if type(output) is ComponentChange and output.dcd is not None:
+                    if crashed(output.finding):
+                        self._findings[(output.namespace, output.dcd)] = output.finding  # type: ignore[assignment]
+                    else:
+                        self._findings.pop((output.namespace, output.dcd), None)
         for occurrence in occurrences(outputs):
             if not self.is_leader():
                 self.stats.not_leader += 1
@@ -415,7 +448,28 @@ class EventRecorder:
             finally:
                 self.folder.done(write, exists)
 
+    async def _with_logs(self, write: Write) -> None:
+        """A new Warning on a DCD, with --event-logs: its note gains the crashed container's last lines."""
+        regarding = write.create.get("regarding")
+        if (
+            self.logs is None
+            or write.patch is not None
+            or write.create.get("type") != "Warning"
+            or not isinstance(regarding, dict)
+            or regarding.get("kind") != "DynamoComponentDeployment"
+        ):
+            return
+        finding = self._findings.get((write.namespace, str(regarding.get("name"))))
+        if finding is None:
+            return
+        last = await self.logs.read(write.namespace, finding.pod, finding.container)
+        if last is not None and last.lines:
+            which = "previous run" if last.previous else "last run"
+            said = f"{write.create['note']}\nlast lines of container {last.container} ({which}):\n"
+            write.create["note"] = note(said + "\n".join(last.lines))
+
     async def _send(self, write: Write) -> bool:
+        await self._with_logs(write)
         path = EVENTS.format(namespace=write.namespace)
         backoff = Backoff(0.5, 5.0)
         for attempt in range(self.settings.tries):

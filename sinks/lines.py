@@ -11,8 +11,9 @@ from typing import Literal
 import msgspec
 
 from pipeline.crashloop import Finding
+from pipeline.diagnoses import OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
-from sinks.text import printable
+from sinks.text import printable, value
 
 
 class ComponentLine(msgspec.Struct):
@@ -37,6 +38,26 @@ class GroupLoopLine(ComponentLine):
     lws: str
     group: str
     recreations: int
+
+
+class DiagnosisLine(ComponentLine):
+    """A component with a diagnosis beside the crash loop (crash_looping is false): the component line's
+    keys, then which diagnosis, the reason kubelet or the scheduler gave, its message, and for an OOM
+    kill the container's memory limit."""
+
+    diagnosis: str
+    reason: str
+    detail: str
+    memory_limit: str | None
+
+
+WORDS = {
+    "oom_killed": "OOM-KILLED",
+    "restart_loop": "RESTART-LOOPING",
+    "image_pull_failing": "IMAGE-PULL-FAILING",
+    "config_error": "CONFIG-ERROR",
+    "unschedulable": "UNSCHEDULABLE",
+}
 
 
 class GraphLine(msgspec.Struct):
@@ -102,6 +123,18 @@ def component_line(change: ComponentChange) -> ComponentLine:
         exit_code=exit_code,
         message=change.message,
     )
+    if finding is not None and finding.diagnosis:
+        fields = msgspec.structs.asdict(line)
+        fields["crash_looping"] = False
+        if not finding.container:  # an unschedulable Pod: no container, nothing restarted
+            fields["container"] = fields["restarts"] = fields["exit_code"] = None
+        return DiagnosisLine(
+            **fields,
+            diagnosis=finding.diagnosis,
+            reason=finding.reason,
+            detail=finding.detail,
+            memory_limit=finding.memory_limit or None,
+        )
     if finding is None or not finding.lws:
         return line
     fields = msgspec.structs.asdict(line)
@@ -114,30 +147,34 @@ def text_line(change: ComponentChange | GraphChange) -> bytes:
 
 
 def _text_line(change: ComponentChange | GraphChange) -> str:
-    when = change.time or "-"
+    """The line's fields; every one that comes from the input is a `value` (quoted when it must be)."""
+    when = value(change.time) if change.time else "-"
     if isinstance(change, ComponentChange):
-        where = f"{change.namespace}/{change.graph}/{change.component}"
+        where = value(f"{change.namespace}/{change.graph}/{change.component}")
         finding = change.finding
         if finding is None:
             text = f"{when}  {where}  RECOVERED"
-        elif finding.text and not finding.lws:  # a loop whose words are all there is to say
-            text = f"{when}  {where}  CRASH-LOOPING  {finding.text}"
+        elif finding.diagnosis:
+            text = f"{when}  {where}  {WORDS.get(finding.diagnosis, 'FAILING')}  {_diagnosis_fields(finding)}"
+        elif finding.text and not finding.lws:  # a loop whose words are all there is to say (from a status)
+            text = f"{when}  {where}  CRASH-LOOPING  {value(finding.text)}"
         elif finding.lws:  # a LeaderWorkerSet group's recreation loop
             text = (
-                f"{when}  {where}  CRASH-LOOPING  lws={finding.lws} group={finding.group} "
-                f"recreations={finding.recreations} pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  lws={value(finding.lws)} group={value(finding.group)} "
+                f"recreations={finding.recreations} pod={value(finding.pod)} container={value(finding.container)} "
                 f"exit={finding.exit_code}"
             )
         else:
             text = (
-                f"{when}  {where}  CRASH-LOOPING  pod={finding.pod} container={finding.container} "
+                f"{when}  {where}  CRASH-LOOPING  pod={value(finding.pod)} container={value(finding.container)} "
                 f"restarts={finding.restarts} exit={finding.exit_code}"
             )
     else:
-        where = f"{change.namespace}/{change.graph}"
+        where = value(f"{change.namespace}/{change.graph}")
         if change.failed:
             parts = [
-                f"{name} ({_counts(finding)})" for name, finding in zip(change.components, change.findings, strict=True)
+                f"{value(name)} ({_counts(finding)})"
+                for name, finding in zip(change.components, change.findings, strict=True)
             ]
             text = f"{when}  {where}  FAILED  {change.reason}: {', '.join(parts)}"
         else:
@@ -145,8 +182,27 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
     return text
 
 
+def _diagnosis_fields(finding: Finding) -> str:
+    """A diagnosis's key=value fields on a text line; the scheduler's message last (which resource is short)."""
+    if finding.diagnosis == UNSCHEDULABLE:
+        return f"pod={value(finding.pod)}" + (f" message={value(finding.detail)}" if finding.detail else "")
+    fields = f"pod={value(finding.pod)} container={value(finding.container)} restarts={finding.restarts}"
+    if finding.diagnosis == OOM_KILLED:
+        return f"{fields} exit={finding.exit_code} reason=OOMKilled limit={value(finding.memory_limit or 'none')}"
+    if finding.diagnosis == RESTART_LOOP:
+        return f"{fields} exit={finding.exit_code}"
+    return f"{fields} reason={value(finding.reason)}"
+
+
 def _counts(finding: Finding) -> str:
-    """What climbs while it crash-loops: a container's restarts, or a group's recreations."""
+    """What climbs while it crash-loops: a container's restarts, or a group's recreations; for another
+    diagnosis, the reason kubelet or the scheduler gave."""
+    if finding.diagnosis:
+        if finding.diagnosis == OOM_KILLED:
+            return f"restarts={finding.restarts} OOMKilled limit={value(finding.memory_limit or 'none')}"
+        if finding.diagnosis == RESTART_LOOP:
+            return f"restarts={finding.restarts} exit={finding.exit_code}"
+        return value(finding.reason)
     if finding.lws:
         return f"recreations={finding.recreations} exit={finding.exit_code}"
     if finding.text:
@@ -172,6 +228,14 @@ class CrashLoopingEntry(msgspec.Struct):
     restarts: int
     exit_code: int
     message: str
+
+
+class DiagnosisEntry(CrashLoopingEntry):
+    """A component with a diagnosis beside the crash loop: the entry's keys, then the diagnosis's."""
+
+    diagnosis: str
+    reason: str
+    memory_limit: str | None
 
 
 class GraphEntry(msgspec.Struct):
@@ -204,17 +268,26 @@ def graph_entry(graph: GraphReadiness) -> GraphEntry:
         components_ready=graph.components_ready,
         components=graph.components,
         not_ready=graph.not_ready,
-        crash_looping=tuple(
-            CrashLoopingEntry(
-                component=c.component,
-                pod=c.finding.pod,
-                container=c.finding.container,
-                restarts=c.finding.restarts,
-                exit_code=c.finding.exit_code,
-                message=c.finding.describe(),
-            )
-            for c in graph.crash_looping
-        ),
+        crash_looping=tuple(_entry(c.component, c.finding) for c in graph.crash_looping),
+    )
+
+
+def _entry(component: str, finding: Finding) -> CrashLoopingEntry:
+    entry = CrashLoopingEntry(
+        component=component,
+        pod=finding.pod,
+        container=finding.container,
+        restarts=finding.restarts,
+        exit_code=finding.exit_code,
+        message=finding.describe(),
+    )
+    if not finding.diagnosis:
+        return entry
+    return DiagnosisEntry(
+        **msgspec.structs.asdict(entry),
+        diagnosis=finding.diagnosis,
+        reason=finding.reason,
+        memory_limit=finding.memory_limit or None,
     )
 
 
@@ -222,11 +295,22 @@ def json_document(document: object) -> bytes:
     return _encoder.encode(document) + b"\n"
 
 
+def failing_word(graph: GraphReadiness) -> str:
+    """What a graph's failing components show: `crash-looping` (all crash loops), the one diagnosis
+    they share (`image-pull-failing` ...), or `failing` for several."""
+    kinds = {c.finding.diagnosis for c in graph.crash_looping}
+    if len(kinds) != 1:
+        return "failing"
+    kind = kinds.pop()
+    return WORDS[kind].lower() if kind in WORDS else "crash-looping"
+
+
 def crash_looping_summary(graph: GraphReadiness, wide: bool = False) -> str:
-    """`worker (restarts=3 exit=1)`, or with `wide` the Pod and container too."""
+    """`worker (restarts=3 exit=1)`, or with `wide` the Pod and container too; another diagnosis gives
+    its reason (`worker (ImagePullBackOff)`)."""
     parts = []
     for c in graph.crash_looping:
         f = c.finding
-        where = f"pod={f.pod} container={f.container} " if wide else ""
+        where = f"pod={f.pod} " + (f"container={f.container} " if f.container else "") if wide else ""
         parts.append(f"{c.component} ({where}{_counts(f)})")
     return ", ".join(parts)

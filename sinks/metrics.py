@@ -67,7 +67,9 @@ class Metrics:
             registry=self.registry,
         )
         self.failed = Gauge(
-            "crashwatch_failed_graphs", "Graphs failed now because a component crash-loops.", registry=self.registry
+            "crashwatch_failed_graphs",
+            "Graphs failed now because a component crash-loops (or shows another diagnosis).",
+            registry=self.registry,
         )
         self.synced = Gauge(
             "crashwatch_synced",
@@ -102,7 +104,7 @@ class Metrics:
             if isinstance(output, ComponentChange):
                 key = (output.namespace, output.graph)
                 members = self._components.setdefault(key, set())
-                if output.finding is not None:
+                if output.finding is not None and not output.finding.diagnosis:  # crash loops alone
                     members.add(output.component)
                 else:
                     members.discard(output.component)

@@ -13,7 +13,8 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
-from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
+from sinks.logs import LogReader, crashed, text_block
 from sinks.text import printable
 
 GraphName = tuple[str, str]
@@ -26,7 +27,7 @@ class GraphList(msgspec.Struct):
 
 def verdict_word(graph: GraphReadiness) -> str:
     if graph.crash_looping:
-        return "crash-looping"
+        return failing_word(graph)
     return graph.verdict
 
 
@@ -65,8 +66,11 @@ class GraphTable:
         out: BinaryIO,
         log: Callable[[str], None],
         stop: Callable[[], None],
+        logs: LogReader | None = None,
     ) -> None:
-        """`targets` None shows every graph in scope; `namespaces` adds the NAMESPACE column (`-A`)."""
+        """`targets` None shows every graph in scope; `namespaces` adds the NAMESPACE column (`-A`); `logs`
+        (with `-o wide`) adds the crashed containers' last lines under the table."""
+        self.logs = logs
         self.targets = targets
         self.output = output
         self.namespaces = namespaces
@@ -85,11 +89,26 @@ class GraphTable:
                     if isinstance(item, GraphReadiness):
                         self._graphs[(item.namespace, item.graph)] = item
                     elif isinstance(item, Listed):
-                        self._print()
+                        shown = self._print()
+                        if self.output == "wide" and self.logs is not None:
+                            await self._last_lines(shown)
                         self.stop()
                         break
 
-    def _print(self) -> None:
+    async def _last_lines(self, graphs: list[GraphReadiness]) -> None:
+        blocks = b""
+        for graph in graphs:
+            for looping in graph.crash_looping:
+                finding = looping.finding
+                if self.logs is not None and crashed(finding):
+                    read = await self.logs.read(graph.namespace, finding.pod, finding.container)
+                    if read is not None:
+                        blocks += text_block(read)
+        if blocks:
+            self.out.write(b"\n" + blocks)
+            self.out.flush()
+
+    def _print(self) -> list[GraphReadiness]:
         found = {name: graph for name, graph in self._graphs.items() if graph.found}
         names = list(self.targets) if self.targets is not None else sorted(found)
         self.missing = [name for name in names if name not in found]
@@ -106,3 +125,4 @@ class GraphTable:
         elif self.targets is None:
             self.log("no DynamoGraphDeployment found")
         self.out.flush()
+        return graphs

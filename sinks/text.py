@@ -5,6 +5,10 @@ it could forge a whole output line (a false RECOVERED), and an escape sequence c
 terminal. So control and formatting characters are shown escaped (`\\n`, `\\x1b`, `\\u2028`), and a value
 too long to be useful is cut, saying how much was left out. JSON output needs none of this: the encoder
 escapes what JSON must.
+
+A value inside a line (`pod=P`, a graph's path) that holds a space, a quote, an `=` or anything escaped
+is quoted as logfmt quotes it (`pod="a b"`, with `\\` and `\"` inside), so the fields of a line never
+hold an unquoted space and a value can never pass for a field of its own (a forged `  RECOVERED`).
 """
 
 from __future__ import annotations
@@ -32,3 +36,15 @@ def printable(text: str, limit: int = 0) -> str:
     if _UNPRINTABLE.search(text) is None:  # the common case costs one scan
         return text
     return _UNPRINTABLE.sub(_escape, text)
+
+
+# what makes logfmt quote a value: a space or control, `=`, `"`, and (as printable escapes) the rest above
+_NEEDS_QUOTES = re.compile('[\x00-\x20"=\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]')
+
+
+def value(text: str) -> str:
+    """A value from the input as a text line shows it: as it is when it needs nothing, else in quotes,
+    with backslashes and quotes escaped and the rest made printable (see the module)."""
+    if _NEEDS_QUOTES.search(text) is None:  # every name Kubernetes accepts: one scan
+        return text
+    return '"' + printable(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'

@@ -18,18 +18,21 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
-from sinks.lines import GraphEntry, crash_looping_summary, graph_entry, json_document
+from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
+from sinks.logs import LastLines, LogReader, crashed, text_block
 from sinks.text import printable
 
 GraphName = tuple[str, str]  # namespace, name
 Result = Literal["ready", "failed", "not_found", "timeout"]
 
 
-class WaitResult(msgspec.Struct):
+class WaitResult(msgspec.Struct, omit_defaults=True):
     result: Result
     elapsed_seconds: float
     graphs: tuple[GraphEntry, ...]
     missing: tuple[str, ...]  # "namespace/name" of named graphs that do not exist
+    # on failure, the crashed containers' last lines (sinks.logs); left out when there are none
+    last_lines: tuple[LastLines, ...] = ()
 
 
 def describe(graph: GraphReadiness) -> str:
@@ -37,7 +40,7 @@ def describe(graph: GraphReadiness) -> str:
     if not graph.found:
         return "not found"
     if graph.crash_looping:
-        return f"crash-looping: {crash_looping_summary(graph)}"
+        return f"{failing_word(graph)}: {crash_looping_summary(graph)}"
     state = graph.state or "no state yet"
     counts = f", components ready {graph.components_ready}/{graph.components}" if graph.components else ""
     why = f" ({graph.message})" if graph.message and graph.verdict != "ready" else ""
@@ -55,10 +58,13 @@ class GraphWaiter:
         stop: Callable[[], None],
         scope: str = "",
         once: bool = False,
+        logs: LogReader | None = None,
     ) -> None:
         """`targets` None waits for every graph in scope (`--all`); `stop` ends the watches once decided;
         `once` gives up after the first look (`--timeout 0`)."""
         self.once = once
+        self.logs = logs
+        self._decided: tuple[Result, list[GraphName], list[GraphName]] | None = None
         self.targets = list(targets) if targets is not None else None
         self.output = output
         self.out = out
@@ -85,8 +91,10 @@ class GraphWaiter:
                     self._decide()
                     if self.result is None and self.once:
                         self._finish("timeout", self._waited_for(), [])
+                    await self._say()
         if self.result is None:
             self._finish("timeout", self._waited_for(), [])
+        await self._say()
 
     def _waited_for(self) -> list[GraphName]:
         return self.targets if self.targets is not None else sorted(self.graphs)
@@ -124,19 +132,38 @@ class GraphWaiter:
 
     def _finish(self, result: Result, names: list[GraphName], missing: list[GraphName]) -> None:
         self.result = result
+        self._decided = (result, names, missing)
+
+    async def _say(self) -> None:
+        """The result on stdout (with the crashed containers' last lines on failure), then stop."""
+        if self._decided is None:
+            return
+        result, names, missing = self._decided
+        self._decided = None
         graphs = [self.graphs[name] for name in names if name in self.graphs]
+        last: list[LastLines] = []
+        if result == "failed" and self.logs is not None:
+            for graph in graphs:
+                for looping in graph.crash_looping:
+                    finding = looping.finding
+                    if crashed(finding):
+                        read = await self.logs.read(graph.namespace, finding.pod, finding.container)
+                        if read is not None:
+                            last.append(read)
         if self.output == "json":
             document = WaitResult(
                 result=result,
                 elapsed_seconds=round(self._elapsed(), 3),
                 graphs=tuple(graph_entry(graph) for graph in graphs),
                 missing=tuple(f"{ns}/{name}" for ns, name in missing),
+                last_lines=tuple(last),
             )
             self.out.write(json_document(document))
         else:
             lines = [_result_line(graph, result) for graph in graphs]
             lines += [f"{ns}/{name}  NOT-FOUND" for ns, name in missing]
             self.out.write("".join(printable(line) + "\n" for line in lines).encode())
+            self.out.write(b"".join(text_block(read) for read in last))
         self.out.flush()
         self.stop()
 

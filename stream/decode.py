@@ -81,15 +81,19 @@ Decoded = tuple[list[WatchEvent], list[str]]
 TOO_DEEP = "nested too deeply to read"
 
 
-def decode_json(data: bytes) -> Decoded:
-    """Decode one JSON record. Raises RecordProblem when the whole record is unusable."""
+def decode_json(data: bytes, namespace: str = "") -> Decoded:
+    """Decode one JSON record. Raises RecordProblem when the whole record is unusable.
+
+    `namespace` is where a manifest's object without `metadata.namespace` (a bare object, a List item)
+    goes, as `kubectl apply -f` puts it (`default`, or `-n`); empty, such an object is a bad record. A
+    watch event always names its object's namespace: one that does not is a bad record either way."""
     try:
-        return _decode_json(data)
+        return _decode_json(data, namespace)
     except RecursionError:
         raise RecordProblem(TOO_DEEP) from None
 
 
-def _decode_json(data: bytes) -> Decoded:
+def _decode_json(data: bytes, namespace: str) -> Decoded:
     nulls = False
     try:
         event = _event_decoder.decode(data)
@@ -107,12 +111,12 @@ def _decode_json(data: bytes) -> Decoded:
         with contextlib.suppress(msgspec.ValidationError, msgspec.DecodeError):
             envelope = _list_decoder.decode(data)
     if envelope is not None and envelope.kind.endswith("List"):
-        return _list_items_json(envelope)
+        return _list_items_json(envelope, namespace)
     try:
         value = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise _json_problem(exc, data) from None
-    return from_value(value)
+    return from_value(value, namespace)
 
 
 def unnamed(event: WatchEvent) -> str | None:
@@ -131,16 +135,36 @@ def unnamed(event: WatchEvent) -> str | None:
     return None
 
 
-def _list_items_json(envelope: _ListEnvelope) -> Decoded:
+def in_namespace(event: WatchEvent, namespace: str) -> WatchEvent:
+    """A manifest's object without a namespace, put in `namespace` (as kubectl does; none when empty)."""
+    obj = event.object
+    if namespace and not isinstance(obj, Status) and obj.metadata.name and not obj.metadata.namespace:
+        obj.metadata.namespace = namespace
+    return event
+
+
+def decode_item(data: bytes, index: int, list_kind: str, namespace: str = "") -> Decoded:
+    """One item of a List read item by item (one too large to hold whole): as `decode_json` reads it
+    within its List. `list_kind` is empty while the List's kind is not known yet (it may come after its
+    items): an item without a kind of its own is then a problem."""
+    try:
+        return _list_items_json(_ListEnvelope(list_kind, [msgspec.Raw(data)]), namespace, index)
+    except msgspec.DecodeError as exc:
+        return [], [f"item {index}: {_json_problem(exc, data)}"]
+    except RecursionError:
+        return [], [f"item {index}: {TOO_DEEP}"]
+
+
+def _list_items_json(envelope: _ListEnvelope, namespace: str = "", first: int = 0) -> Decoded:
     events: list[WatchEvent] = []
     problems: list[str] = []
-    for index, raw in enumerate(envelope.items):
+    for index, raw in enumerate(envelope.items, first):
         try:
-            event = WatchEvent(type="ADDED", object=_object_decoder.decode(raw))
+            event = in_namespace(WatchEvent(type="ADDED", object=_object_decoder.decode(raw)), namespace)
             if type(event.object) is Pod:
                 own_labels(event.object)
         except msgspec.ValidationError:
-            _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems)
+            _take_item(msgspec.json.decode(raw), index, envelope.kind, events, problems, namespace)
             continue
         problem = unnamed(event)
         if problem is not None:
@@ -150,10 +174,12 @@ def _list_items_json(envelope: _ListEnvelope) -> Decoded:
     return events, problems
 
 
-def _take_item(item: Any, index: int, list_kind: str, events: list[WatchEvent], problems: list[str]) -> None:
+def _take_item(
+    item: Any, index: int, list_kind: str, events: list[WatchEvent], problems: list[str], namespace: str = ""
+) -> None:
     """One List item: an event for a kind we read, nothing for another kind, or a problem."""
     try:
-        event = _list_item(item, list_kind)
+        event = _list_item(item, list_kind, namespace)
     except RecordProblem as exc:
         problems.append(f"item {index}: {exc}")
         return
@@ -161,8 +187,11 @@ def _take_item(item: Any, index: int, list_kind: str, events: list[WatchEvent], 
         events.append(event)
 
 
-def from_value(value: Any) -> Decoded:
-    """Classify an already parsed record (generic JSON) and convert it to typed events."""
+def from_value(value: Any, namespace: str = "") -> Decoded:
+    """Classify an already parsed record (generic JSON) and convert it to typed events (`namespace`: see
+    decode_json)."""
+    if isinstance(value, list) and any(isinstance(item, dict) for item in value):
+        return _records(value, namespace)  # records in an array (`jq -c -s .` of a watch log)
     if not isinstance(value, dict):
         raise RecordProblem(f"not an object but {_type_name(value)}")
     _drop_top_nulls(value)
@@ -174,15 +203,32 @@ def from_value(value: Any) -> Decoded:
         events: list[WatchEvent] = []
         problems: list[str] = []
         for index, item in enumerate(items):
-            _take_item(item, index, kind, events, problems)
+            _take_item(item, index, kind, events, problems, namespace)
         return events, problems
     if kind == "Status":
         raise RecordProblem(_api_error(value))
     if isinstance(kind, str) and isinstance(value.get("metadata"), dict):
         if kind not in KINDS:
             return [], []  # a kind crashwatch does not read, as in a watch event
-        return _convert({"type": "ADDED", "object": value}), []
+        return _convert({"type": "ADDED", "object": value}, namespace), []
     raise RecordProblem("not a watch event (no `type` and `object`), a List or a Kubernetes object")
+
+
+def _records(values: list[Any], namespace: str) -> Decoded:
+    events: list[WatchEvent] = []
+    problems: list[str] = []
+    for index, value in enumerate(values):
+        if isinstance(value, list):
+            problems.append(f"item {index}: not an object but an array")
+            continue
+        try:
+            found, item_problems = from_value(value, namespace)
+        except RecordProblem as exc:
+            problems.append(f"item {index}: {exc}")
+            continue
+        events.extend(found)
+        problems.extend(f"item {index}: {problem}" for problem in item_problems)
+    return events, problems
 
 
 def _drop_top_nulls(value: dict[str, Any]) -> None:
@@ -231,17 +277,19 @@ def _watch_event(value: dict[str, Any]) -> list[WatchEvent]:
     return _convert(value)
 
 
-def _list_item(item: Any, list_kind: str) -> WatchEvent | None:
+def _list_item(item: Any, list_kind: str, namespace: str = "") -> WatchEvent | None:
     if not isinstance(item, dict):
         raise RecordProblem(f"not an object but {_type_name(item)}")
     _drop_top_nulls(item)
     kind = item.get("kind")
+    if kind is None and not list_kind:
+        raise RecordProblem("no `kind`, and the List's own kind comes after its items")
     if kind is None and list_kind != "List":
         kind = list_kind[: -len("List")]
         item = {**item, "kind": kind}
     if kind not in KINDS:
         return None
-    return _convert({"type": "ADDED", "object": item})[0]
+    return _convert({"type": "ADDED", "object": item}, namespace)[0]
 
 
 _NULL_AT = re.compile(r"got `null` - at `\$((?:\.\w+|\[\d+\])+)(\[\.\.\.\])?`$")
@@ -251,16 +299,20 @@ _MAX_NULLS = 64
 
 def typed_event(value: dict[str, Any]) -> WatchEvent:
     """A parsed watch event as the typed decoder would have read it from JSON. Raises msgspec's
-    ValidationError. A Pod's labels stay JSON text (`PodMeta`), so they are written back as such."""
+    ValidationError. A Pod's labels and spec stay JSON text (`PodMeta`, `Pod`), so they are written back
+    as such."""
     obj = value.get("object")
     meta = obj.get("metadata") if type(obj) is dict and obj.get("kind") == "Pod" else None
     if type(meta) is dict and "labels" in meta and type(meta["labels"]) is not msgspec.Raw:
         with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong
             meta["labels"] = msgspec.Raw(msgspec.json.encode(meta["labels"]))
+    if meta is not None and type(obj) is dict and "spec" in obj and type(obj["spec"]) is not msgspec.Raw:
+        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.objects.Pod)
+            obj["spec"] = msgspec.Raw(msgspec.json.encode(obj["spec"]))
     return msgspec.convert(value, WatchEvent)
 
 
-def _convert(value: dict[str, Any]) -> list[WatchEvent]:
+def _convert(value: dict[str, Any], namespace: str = "") -> list[WatchEvent]:
     """The typed event of a parsed record. A null where a field is read is dropped (the path msgspec names
     says which; a walk over a whole 10 KB Pod would cost thirty times its typed decode), and converted
     again; only what is still wrong after that is a problem."""
@@ -284,7 +336,7 @@ def _convert(value: dict[str, Any]) -> list[WatchEvent]:
             event = typed_event(value)
         except msgspec.ValidationError as exc:
             raise RecordProblem(f"wrong field: {clip(str(exc))}") from None
-    problem = unnamed(event)
+    problem = unnamed(in_namespace(event, namespace))
     if problem is not None:
         raise RecordProblem(problem)
     return [event]

@@ -2,14 +2,16 @@
 
 Formats are told apart by content, never by the file's name, so users need not say what they have: JSON
 lines (the API server's watch stream, or `crashwatch record`), kubectl's pretty-printed objects back to
-back, a List document, YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
+back, a List document (item by item when it is longer than the record limit), an array of records
+(`jq -s`), YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
 in UTF-8 (with or without a byte order mark), UTF-16 or UTF-32, and `-` for standard input. Each record
 is decoded by `stream.decode`, the same code the live watch uses.
 
 Hostile or broken input costs what it spoils and no more: a record longer than the limit is skipped
 without being held (a line is never accumulated past it, and a growing line is never copied again and
 again), one bad record is reported once and the next one is read as if nothing happened, damaged
-compressed data keeps everything before the damage, and every message fits on one line.
+compressed data keeps everything before the damage, binary data (a NUL byte) ends a log's read at once,
+and every message fits on one line.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
+import msgspec
 import yaml
 
 from stream.decode import (
@@ -35,6 +38,7 @@ from stream.decode import (
     Decoded,
     RecordProblem,
     clip,
+    decode_item,
     decode_json,
     read_event,
     yaml_documents,
@@ -44,6 +48,7 @@ from stream.events import BadRecord, WatchEvent
 BATCH = 256
 CHUNK = 1 << 22
 MAX_RECORD = 16 << 20  # a few MB above the largest object the API server stores (etcd's 1.5 MB request limit)
+DEFAULT_NAMESPACE = "default"  # where a manifest's object without a namespace goes, as with kubectl
 CUT_AT_END = "record is cut short (the log ends before it closes)"
 SNIFF = 1 << 16  # how much of a log's beginning may be read to tell its format
 LogItem = WatchEvent | BadRecord
@@ -78,12 +83,14 @@ class LogSource:
     stream: IO[bytes]
     yaml: bool
     max_record: int = MAX_RECORD
+    namespace: str = DEFAULT_NAMESPACE  # for a manifest's objects that name none (a bare object, a List item)
     live: bool = False
     file: IO[bytes] | None = None
     path: str = ""
     offset: int = 0
     layers: list[_Damageable] = field(default_factory=list)
     closing: list[IO[bytes]] = field(default_factory=list)
+    binary: str | None = None  # what says, from its first line, that it is no text at all (then it is not read)
 
     def damage(self) -> str | None:
         """What stopped the content early (truncated or corrupt compressed data, broken UTF-16), if anything."""
@@ -97,7 +104,9 @@ class LogSource:
             stream.close()
 
 
-def open_log(path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD) -> LogSource:
+def open_log(
+    path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD, namespace: str = DEFAULT_NAMESPACE
+) -> LogSource:
     """Open a log, detect its compression, encoding and format; raise LogUnreadable with a one-line reason."""
     name = "<stdin>" if path == "-" else path
     closing: list[IO[bytes]] = []
@@ -116,7 +125,9 @@ def open_log(path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RE
             raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
         closing.append(raw)
     try:
-        return _open(name, raw, closing, max_record)
+        source = _open(name, raw, closing, max_record)
+        source.namespace = namespace
+        return source
     except LogUnreadable:
         for stream in closing:
             stream.close()
@@ -167,7 +178,28 @@ def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) 
         stream = io.BufferedReader(_Prefixed(sniffed, stream))
     source.stream = stream
     source.yaml = sniff_yaml(sniffed, name)
+    source.binary = binary_head(sniffed)
     return source
+
+
+def binary_head(head: bytes) -> str | None:
+    """Why a log is binary data rather than text, from its first line that holds anything: a NUL byte,
+    which no JSON or YAML text holds (`/dev/zero`, a disk image, a file of zeros a crash left)."""
+    start = 0
+    while start < len(head):
+        end = head.find(b"\n", start)
+        end = len(head) if end < 0 else end
+        line = head[start:end]
+        if line.strip():
+            nul = line.find(b"\x00")
+            return None if nul < 0 else binary_problem(start + nul)
+        start = end + 1
+    return None
+
+
+def binary_problem(offset: int | None) -> str:
+    at = "" if offset is None else f" at byte {offset:,}"
+    return f"binary data (a NUL byte{at}), not a text log of watch events or objects: not read further"
 
 
 def _mode(stream: IO[bytes]) -> int | None:
@@ -234,6 +266,8 @@ def _read_head(stream: IO[bytes]) -> bytes:
 
 
 _YAML_KEY = re.compile(rb"""["']?(?:apiVersion|kind|metadata|type|object|items|spec|status|time)["']?[ \t]*:(?:\s|$)""")
+# a merge key, or a key whose value is an anchor or an alias: only YAML has them (`<<: *base`, `x: &labels`)
+_YAML_ONLY = re.compile(rb"""<<[ \t]*:(?:\s|$)|["']?[^\s:#"'{}\[\],&*!|>%@`][^:#]*?["']?[ \t]*:[ \t]+[&*]\S""")
 
 
 def _line_format(line: bytes) -> str | None:
@@ -243,6 +277,8 @@ def _line_format(line: bytes) -> str | None:
         return "json"
     if line.startswith((b"---", b"%YAML", b"%TAG", b"- ")) or line.rstrip() == b"-" or _YAML_KEY.match(line):
         return "yaml"
+    if (line[:2] == b"<<" or b"&" in line or b"*" in line) and _YAML_ONLY.match(line):
+        return "yaml"
     return None
 
 
@@ -250,17 +286,34 @@ def sniff_yaml(head: bytes, name: str) -> bool:
     """Whether a log is YAML, from its first line that tells: JSON starts a line with a brace or a bracket,
     YAML with `---`, `- ` or a key a Kubernetes object or watch event has. Lines that tell nothing (a
     kubectl warning, a comment, a record cut at its start) are passed over; when none tells, a `.yaml`
-    or `.yml` name does, and otherwise it is read as JSON."""
+    or `.yml` name does, and otherwise it is read as JSON.
+
+    JSON after `#` comments is YAML (JSON has no comments; YAML, its superset, reads the rest as JSON,
+    as kubectl does), unless that first line is a whole JSON value: then it is JSON lines, whose
+    comment lines are bad records as any stray line."""
     start = 0
+    commented = False
     while start < len(head):  # line by line, without splitting the whole head: the first line tells
         end = head.find(b"\n", start)
         end = len(head) if end < 0 else end
-        said = _line_format(head[start:end])
+        line = head[start:end]
+        said = _line_format(line)
+        if said == "json" and commented:
+            return not _whole_json(line)
         if said is not None:
             return said == "yaml"
+        commented = commented or line.lstrip()[:1] == b"#"
         start = end + 1
     base = name[: -len(".gz")] if name.endswith(".gz") else name
     return base.endswith((".yaml", ".yml"))
+
+
+def _whole_json(line: bytes) -> bool:
+    try:
+        msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return True
 
 
 # --- the layers under a log's content: decompression and transcoding ---------------------------------
@@ -445,6 +498,11 @@ class _Prefixed(io.RawIOBase):
 # --- lines -------------------------------------------------------------------------------------------
 
 
+class Binary(bytes):
+    """In place of a line being skipped (longer than the limit) once it shows a NUL byte: binary data,
+    which may never end (`/dev/zero`), so reading the log stops there."""
+
+
 class Oversized(bytes):
     """A line longer than the limit, in place of its content (never read into memory): `size` bytes, or
     at least that many when it runs to the end of the log."""
@@ -463,7 +521,9 @@ def read_log(source: LogSource, live: bool = False) -> Iterator[list[LogItem]]:
     `live` (a pipe that someone is still writing) hands over every record as soon as its line is
     complete; otherwise the log is read in large chunks and its records handed over in batches.
     """
-    if source.yaml:
+    if source.binary is not None:
+        yield [BadRecord(f"{source.name}:1", source.binary)]
+    elif source.yaml:
         yield from _batched(_read_yaml(source, live), 1 if live else BATCH)
     else:
         yield from _read_json(source, live)
@@ -509,10 +569,16 @@ def _live_lines(stream: IO[bytes], limit: int) -> Lines:
             yield [line], True  # the end of the log, without a newline
         else:
             skipped = len(line)
+            if b"\x00" in line:
+                yield [Binary()], True
+                return
             while more := stream.readline(CHUNK):
                 if more.endswith(b"\n"):
                     yield [Oversized(skipped + len(more) - 1)], False
                     break
+                if b"\x00" in more:
+                    yield [Binary()], True
+                    return
                 skipped += len(more)
             else:
                 yield [Oversized(skipped)], True
@@ -529,6 +595,9 @@ def _chunked_lines(stream: IO[bytes], limit: int) -> Lines:
         if held or skipping:
             end = chunk.find(b"\n")
             if end < 0:
+                if (skipping or size + len(chunk) > limit) and b"\x00" in chunk:
+                    yield [Binary()], True  # a line of binary data, which may never end
+                    return
                 size += len(chunk)
                 if not skipping and size > limit:
                     held, skipping = [], True
@@ -638,6 +707,89 @@ def _mapped_lines(mapped: mmap.mmap, start: int, limit: int) -> Lines:
 # --- JSON: lines, and kubectl's pretty-printed records --------------------------------------------------
 
 
+_CLOSERS = (b"]", b"],")
+Element = tuple[int, int, "bytes | Oversized | str"]  # its first line, its index, its text (or why it has none)
+
+
+def _indent(line: bytes) -> bytes:
+    return line[: len(line) - len(line.lstrip(b" \t"))]
+
+
+class _Elements:
+    """The elements of a pretty-printed JSON array, one at a time, each held alone within the limit: the
+    records of `jq -s .` of a watch log, or the items of a List too large to hold whole.
+
+    An element starts on a line of its own at the indent of the first one: a `{` line, which runs to the
+    line at that indent that closes it (`}` or `},`), or a whole value on its line. A `]` line less
+    indented than the elements ends the array; so does any other line less indented (the array is then
+    cut short, and the line is not taken: it is read afresh)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.indent: bytes | None = None
+        self.held: list[bytes] | None = None
+        self.size = 0
+        self.start = 0
+        self.skipping = False
+        self.count = 0
+
+    def feed(self, line: Any, lineno: int) -> tuple[list[Element], bool, bool]:
+        """The elements this line completes, whether the array has ended, and whether the line was taken."""
+        out: list[Element] = []
+        oversized = type(line) is Oversized
+        data = b"" if oversized else bytes(line)
+        indent = self.indent
+        if self.held is not None:
+            assert indent is not None
+            if not oversized and data.startswith(indent) and data[len(indent) :].rstrip() in (b"}", b"},"):
+                text = Oversized(self.size) if self.skipping else b"\n".join([*self.held, b"}"])
+                out.append((self.start, self.count - 1, text))
+                self.held = None
+                return out, False, True
+            deeper = data.startswith(indent) and data[len(indent) : len(indent) + 1] in (b" ", b"\t")
+            if oversized or deeper or not data.strip():
+                self.size += (line.size if oversized else len(data)) + 1
+                if not self.skipping:
+                    if self.size > self.limit:
+                        self.held, self.skipping = [], True
+                    else:
+                        self.held.append(data)
+                return out, False, True
+            if not self.skipping:
+                out.append((self.start, self.count - 1, f"line {lineno} does not continue it"))
+            self.held = None
+        if oversized:
+            self.count += 1
+            out.append((lineno, self.count - 1, line))
+            return out, False, True
+        stripped = data.strip()
+        if not stripped:
+            return out, False, True
+        here = _indent(data)
+        if stripped in _CLOSERS and (indent is None or len(here) <= len(indent)):
+            return out, True, True
+        if indent is not None and len(here) < len(indent):
+            return out, True, False
+        if indent is None:
+            self.indent = indent = here
+        self.count += 1
+        if stripped == b"{":
+            self.held, self.size, self.start, self.skipping = [stripped], len(data) + 1, lineno, False
+        else:
+            out.append((lineno, self.count - 1, stripped[:-1] if stripped.endswith(b",") else stripped))
+        return out, False, True
+
+    def end(self) -> list[Element]:
+        """The log ends inside the array: an element still open is cut short."""
+        if self.held is None or self.skipping:
+            return []
+        self.held = None
+        return [(self.start, self.count - 1, "the log ends before it closes")]
+
+
+_LIST_KIND = re.compile(rb"""\s*"kind"\s*:\s*"([^"]*)"\s*,?\s*$""")
+
+
 class JsonRecords:
     """The records of a JSON log, line by line, in one pass that needs no mode.
 
@@ -648,19 +800,31 @@ class JsonRecords:
     swallows the records around it, and JSON lines and kubectl's output read alike, even mixed.
     """
 
-    def __init__(self, name: str, limit: int, damage: Callable[[], str | None] = lambda: None) -> None:
+    def __init__(
+        self, name: str, limit: int, damage: Callable[[], str | None] = lambda: None, namespace: str = DEFAULT_NAMESPACE
+    ) -> None:
         self.name = name
         self.limit = limit
+        self.namespace = namespace
         self.damage = damage
         self.pending: list[bytes] | None = None  # the lines of an open pretty-printed record
         self.size = 0
         self.start = 0
         self.skipping = False  # the open record is longer than the limit: reported, its lines dropped
         self.damage_told = False
+        self.array: _Elements | None = None  # a pretty-printed array is open (`jq -s .`, or a List's items)
+        self.array_start = 0
+        self.list_kind: str | None = None  # the array is the items of a List too large to hold (its kind, or "")
+        self.tail = False  # after such a List's items: its last keys, up to its closing `}`
+
+    @property
+    def open(self) -> bool:
+        """Whether a record, an array or a List is open: then no line is a record on its own."""
+        return self.pending is not None or self.array is not None or self.tail
 
     def read(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
         """A line's events and bad records (the fast path first, unless a record is open)."""
-        if self.pending is None:
+        if not self.open:
             try:
                 return [read_event(line)]
             except FAST_ERRORS:
@@ -669,6 +833,15 @@ class JsonRecords:
 
     def line(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
         """A line the fast path did not take (or was not tried on, inside a pretty-printed record)."""
+        if type(line) is Binary:  # the log's last line: it stops there
+            cut = self._cut(f"binary data follows at line {lineno}") if self.pending is not None else []
+            return [*cut, *self._end_array(), BadRecord(f"{self.name}:{lineno}", binary_problem(None))]
+        if self.array is not None:
+            return self._in_array(line, lineno, last)
+        if self.tail:
+            if bytes(line[:1]) == b"}":
+                self.tail = False
+            return []
         if self.pending is not None:
             return self._continue(line, lineno, last)
         if type(line) is Oversized:
@@ -680,7 +853,75 @@ class JsonRecords:
         if stripped == b"{" and data[:1] == b"{":
             self.pending, self.size, self.start, self.skipping = [data], len(data), lineno, False
             return []
+        if stripped == b"[" and data[:1] == b"[":  # a pretty-printed array of records: one at a time
+            self.array, self.array_start, self.list_kind = _Elements(self.limit), lineno, None
+            return []
         return self._decode(data, f"{self.name}:{lineno}", last)
+
+    def _in_array(self, line: Any, lineno: int, last: bool) -> list[LogItem]:
+        array = self.array
+        assert array is not None
+        elements, done, taken = array.feed(line, lineno)
+        items = self._elements(elements)
+        if done:
+            self.array = None
+            if self.list_kind is not None:  # the List's last keys follow, up to its `}`
+                self.tail = True
+            if not taken:
+                what = "List's items" if self.list_kind is not None else "array"
+                items.append(BadRecord(f"{self.name}:{self.array_start}", f"the {what} is cut short (line {lineno})"))
+                self.tail = False
+                items.extend(self.line(line, lineno, last))
+        return items
+
+    def _elements(self, elements: list[Element]) -> list[LogItem]:
+        items: list[LogItem] = []
+        listing = self.list_kind
+        for start, index, text in elements:
+            where = f"{self.name}:{start}" if listing is None else f"{self.name}:{self.array_start}"
+            if isinstance(text, str):
+                problem = f"record is cut short ({text})"
+                items.append(BadRecord(where, problem if listing is None else f"item {index}: {problem}"))
+            elif type(text) is Oversized:
+                problem = too_large(text.size, self.limit)
+                items.append(BadRecord(where, problem if listing is None else f"item {index}: {problem}"))
+            elif listing is None:
+                items.extend(self._decode(text, where, False))
+            else:
+                items.extend(_emit(decode_item(text, index, listing, self.namespace), where))
+        return items
+
+    def _end_array(self) -> list[LogItem]:
+        if self.array is None:
+            self.tail = False
+            return []
+        items = self._elements(self.array.end())
+        listing = self.list_kind is not None
+        problem = "the List's items are cut short (the log ends before they close)" if listing else (
+            "the array is cut short (the log ends before it closes)"
+        )
+        items.append(BadRecord(f"{self.name}:{self.array_start}", problem))
+        self.array, self.tail = None, False
+        return items
+
+    def _as_list(self, line: Any, lineno: int) -> list[LogItem] | None:
+        """The open record has grown past the limit: when it is a List, read its items one by one from
+        here on (those held so far first), each within the limit, instead of skipping it whole."""
+        pending = self.pending
+        assert pending is not None
+        keys = _indent(pending[1]) if len(pending) > 1 else b""
+        opening = keys + b'"items": ['
+        found = next((i for i, held in enumerate(pending) if held.rstrip() == opening), None)
+        if not keys or found is None:
+            return None
+        kind = next((m.group(1) for held in pending[:found] if (m := _LIST_KIND.match(held))), b"")
+        self.pending, self.skipping = None, False
+        self.array, self.array_start, self.list_kind = _Elements(self.limit), self.start, kind.decode(errors="replace")
+        items: list[LogItem] = []
+        for offset, held in enumerate(pending[found + 1 :], found + 1):
+            items.extend(self._in_array(held, self.start + offset, False))
+        items.extend(self.line(line, lineno, False))
+        return items
 
     def cut(self, lineno: int) -> list[LogItem]:
         """A record starts at `lineno` (the fast path read it): an open pretty-printed record is cut short."""
@@ -697,7 +938,8 @@ class JsonRecords:
         pending = self.pending
         assert pending is not None
         if type(line) is Oversized:
-            return self._too_large()
+            listed = None if self.skipping else self._as_list(line, lineno)
+            return self._too_large() if listed is None else listed
         first = bytes(line[:1])
         if first == b"}":
             told = self.skipping
@@ -715,7 +957,8 @@ class JsonRecords:
         if not self.skipping:
             self.size += len(line) + 1
             if self.size > self.limit:
-                return self._too_large()
+                listed = self._as_list(line, lineno)
+                return self._too_large() if listed is None else listed
             pending.append(bytes(line))
         return []
 
@@ -728,7 +971,7 @@ class JsonRecords:
 
     def _decode(self, data: bytes, where: str, last: bool) -> list[LogItem]:
         try:
-            decoded = decode_json(data)
+            decoded = decode_json(data, self.namespace)
         except RecordProblem as exc:
             if last and exc.cut:
                 # a final line with no newline that does not close is what a killed writer leaves, or
@@ -746,7 +989,7 @@ class JsonRecords:
 
     def end(self, lineno: int) -> list[LogItem]:
         """The log has ended after `lineno` lines: a record still open is cut short, and damage is told."""
-        items: list[LogItem] = []
+        items: list[LogItem] = self._end_array()
         if self.pending is not None and not self.skipping:
             items.append(BadRecord(f"{self.name}:{self.start}", self._end_problem()))
         self.pending = None
@@ -772,7 +1015,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
     """
     size = 1 if live else BATCH
     name = source.name
-    records = JsonRecords(name, source.max_record, source.damage)
+    records = JsonRecords(name, source.max_record, source.damage, source.namespace)
     out: list[LogItem] = []
     lineno = 0
     fast = read_event
@@ -792,7 +1035,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
                     except FAST_ERRORS:
                         pass
                 out.extend(records.line(line, lineno, line is last_line))
-                record_open = records.pending is not None
+                record_open = records.open
                 if len(out) >= size:
                     yield out
                     out = []
@@ -814,7 +1057,7 @@ def is_json_lines(data: mmap.mmap | bytes, start: int = 0) -> bool:
             return True  # a first line longer than that: no pretty-printed record starts so
         line = data[start:stop].strip()
         if line:
-            return line != b"{"
+            return line not in (b"{", b"[")
         start = stop + 1
     return False
 
@@ -845,7 +1088,107 @@ class Stray(bytes):
     """Lines before a YAML log's first document that tell nothing of it (a kubectl warning)."""
 
 
-def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray]]:
+class YamlItem(bytes):
+    """One item of a YAML List too large to hold whole (`kubectl get pods -A -o yaml`), as a document of
+    its own: its text, or, when `size` is set, none (it is longer than the limit)."""
+
+    position: int  # its index in the List
+    kind: str  # the List's kind, "" when it was not seen before its items
+    first: bool  # the List's first item: the List is a document
+    size: int
+
+
+_ITEMS_KEY = re.compile(rb"items[ \t]*:[ \t]*(?:#.*)?$")
+_YAML_LIST_KIND = re.compile(rb"""kind[ \t]*:[ \t]*["']?([A-Za-z0-9]+)["']?[ \t]*(?:#.*)?$""")
+
+
+class _YamlItems:
+    """The items of a YAML List's `items:` sequence, one at a time, each held alone within the limit.
+
+    An item starts at a `- ` at the indent of the first (kubectl writes them at column 0, under `items:`)
+    and runs to the next one; a line less indented, or as indented but no `- `, ends the sequence (the
+    List's `kind:` and `metadata:` that kubectl writes after it). Each item is given back as YAML of its
+    own, its lines moved left by the `- ` and its indent."""
+
+    def __init__(self, limit: int, kind: str) -> None:
+        self.limit = limit
+        self.kind = kind
+        self.indent: int | None = None
+        self.held: list[bytes] | None = None
+        self.size = 0
+        self.start = 0
+        self.skipping = False
+        self.count = 0
+        self.done = False
+
+    def feed(self, line: Any, lineno: int) -> list[tuple[int, YamlItem]]:
+        if self.done:
+            return []
+        oversized = type(line) is Oversized
+        data = b"" if oversized else bytes(line)
+        stripped = data.strip()
+        if not oversized and (not stripped or stripped[:1] == b"#"):
+            if self.held is not None:
+                self._add(data[(self.indent or 0) + 2 :], len(data))
+            return []
+        here = 0 if oversized else len(data) - len(data.lstrip(b" "))
+        starts = not oversized and (data[here : here + 2] == b"- " or data[here:].rstrip() == b"-")
+        if self.indent is None:
+            if not starts:
+                self.done = True  # `items: []`, or no sequence: nothing to read item by item
+                return []
+            self.indent = here
+        if oversized or here > self.indent:
+            if self.held is not None:
+                self._add(b"" if oversized else data[self.indent + 2 :], line.size if oversized else len(data))
+            return []
+        out = self.finish()
+        if here == self.indent and starts:
+            self.count += 1
+            self.held, self.size, self.start, self.skipping = [], 0, lineno, False
+            self._add(data[here + 2 :], len(data))
+        else:
+            self.done = True
+        return out
+
+    def _add(self, data: bytes, size: int) -> None:
+        held = self.held
+        assert held is not None
+        self.size += size + 1
+        if self.skipping:
+            return
+        if self.size > self.limit:
+            held.clear()
+            self.skipping = True
+        else:
+            held.append(data)
+
+    def finish(self) -> list[tuple[int, YamlItem]]:
+        """The item under way is complete (the next one starts, the sequence or the document ends)."""
+        if self.held is None:
+            return []
+        item = YamlItem(b"" if self.skipping else b"\n".join(self.held))
+        item.position, item.kind, item.first = self.count - 1, self.kind, self.count == 1
+        item.size = self.size if self.skipping else 0
+        self.held = None
+        return [(self.start, item)]
+
+
+def _yaml_list(held: list[bytes], start: int, limit: int) -> tuple[_YamlItems, list[tuple[int, YamlItem]]] | None:
+    """A YAML document grown past the limit: when it is a List, the reader of its items, and the items
+    among the lines held so far (the document's first line is `start`)."""
+    found = next((i for i, line in enumerate(held) if _ITEMS_KEY.match(line)), None)
+    if found is None:
+        return None
+    kind = next((m.group(1) for line in held[:found] if (m := _YAML_LIST_KIND.match(line))), b"")
+    items = _YamlItems(limit, kind.decode())
+    out: list[tuple[int, YamlItem]] = []
+    for offset, line in enumerate(held[found + 1 :], found + 1):
+        out.extend(items.feed(line, start + offset))
+    return items, out
+
+
+def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray | Binary | YamlItem]]:
     """A YAML log cut at its `---` lines (which no YAML content may begin a line with): the text of each
     piece and the line it starts on. A piece longer than the limit is `Oversized` (and never held).
     Directives and comments before a `---` stay with the document it starts. Lines before the first
@@ -862,13 +1205,28 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
     stray = b""  # the first stray lines (enough to quote them)
     stray_start = 0
     lineno = 0
+    items: _YamlItems | None = None  # a List too large to hold whole: read item by item
     for lines, _ in _lines(source, live):
         for line in lines:
             lineno += 1
+            if type(line) is Binary:  # the last line: what is held is all there is
+                if items is not None:
+                    yield from items.finish()
+                elif content:
+                    yield start, Oversized(size) if skipping else b"\n".join(held)
+                yield lineno, line
+                return
+            if items is not None:
+                if type(line) is not Oversized and line[:3] == b"---" and _DOCUMENT_START.match(bytes(line)):
+                    yield from items.finish()
+                    items, held, size, start, content, skipping = None, [], 0, lineno, False, False
+                else:
+                    yield from items.feed(line, lineno)
+                    continue
             oversized = type(line) is Oversized
             data = b"" if oversized else bytes(line)
             if not said:
-                if oversized or _line_format(data) == "yaml":
+                if oversized or _line_format(data) is not None:  # JSON is YAML too (after comments)
                     said = True
                     if stray_start:
                         yield stray_start, Stray(stray)
@@ -891,12 +1249,21 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
             if skipping:
                 continue
             if oversized or size > limit:
+                listed = _yaml_list(held, start, limit)
+                if listed is not None:
+                    items, found = listed
+                    yield from found
+                    yield from items.feed(line, lineno)
+                    held = []
+                    continue
                 held, skipping = [], True
                 continue
             held.append(data)
     if stray_start and not said:
         yield stray_start, Stray(stray)
-    if skipping:
+    if items is not None:
+        yield from items.finish()
+    elif skipping:
         yield start, Oversized(size)
     elif content:
         yield start, b"\n".join(held)
@@ -913,6 +1280,13 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                 number += 1
                 yield BadRecord(f"{name}: document {number}", too_large(text.size, source.max_record, "document"))
                 continue
+            if type(text) is Binary:
+                yield BadRecord(f"{name}:{lineno}", binary_problem(None))
+                return
+            if type(text) is YamlItem:
+                number += text.first
+                yield from _yaml_item(text, f"{name}: document {number}", source, cap)
+                continue
             if type(text) is Stray:
                 quoted = clip(repr(text.decode(errors="replace").splitlines()[0]), 120)
                 yield BadRecord(f"{name}:{lineno}", f"not YAML of watch events or objects (a stray line?): {quoted}")
@@ -925,7 +1299,7 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                         yield BadRecord(where, str(document))
                     elif document is not None:
                         try:
-                            decoded = decode_json(document)
+                            decoded = decode_json(document, source.namespace)
                         except RecordProblem as exc:
                             yield BadRecord(where, str(exc))
                             continue
@@ -942,6 +1316,21 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
     damage = source.damage()
     if damage is not None:
         yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {damage}")
+
+
+def _yaml_item(item: YamlItem, where: str, source: LogSource, cap: int) -> Iterator[LogItem]:
+    if item.size:
+        yield BadRecord(where, f"item {item.position}: {too_large(item.size, source.max_record)}")
+        return
+    try:
+        for _, document in yaml_documents(bytes(item), cap):
+            if isinstance(document, RecordProblem):
+                yield BadRecord(where, f"item {item.position}: {document}")
+            elif document is not None:
+                yield from _emit(decode_item(document, item.position, item.kind, source.namespace), where)
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        yield BadRecord(where, f"item {item.position}: not valid YAML ({clip(problem)})")
 
 
 def _io_problem(exc: BaseException) -> str:

@@ -113,12 +113,33 @@ class PodMeta(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
 
 
 def own_labels(pod: Pod) -> None:
+    """Give a Pod held past its buffer copies of the text it keeps: its labels, and its spec only where a
+    diagnosis may read it (a container restarted twice: pipeline.diagnoses), so a relist holds no specs."""
     pod.metadata.labels = pod.metadata.labels.copy()
+    if pod.spec is not NO_SPEC:
+        pod.spec = pod.spec.copy() if may_read_spec(pod) else NO_SPEC
 
 
-class PodCondition(msgspec.Struct, gc=False, omit_defaults=True):
+def may_read_spec(pod: Pod) -> bool:
+    """Whether a diagnosis may read the Pod's spec: only for a container that restarted at least twice."""
+    status = pod.status
+    for statuses in (status.container_statuses, status.init_container_statuses):
+        for container in statuses:
+            if container.restart_count >= 2:
+                return True
+    return False
+
+
+class PodCondition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
+    """A Pod condition. `reason`, `message` and `lastTransitionTime` are what the unschedulable diagnosis
+    reads of PodScheduled; the API server may send any of them as null (kubelet's and the scheduler's
+    conditions often carry `lastTransitionTime: null`), which reads as absent."""
+
     type: str
     status: str = "Unknown"
+    reason: str | None = None
+    message: str | None = None
+    last_transition_time: str | None = None
 
 
 class Condition(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
@@ -140,12 +161,16 @@ class StateRunning(msgspec.Struct, gc=False):
 
 
 class StateWaiting(msgspec.Struct, gc=False, omit_defaults=True):
-    pass
+    """Why a container waits (ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff ...)."""
+
+    reason: str | None = None
+    message: str | None = None
 
 
 class StateTerminated(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     exit_code: int = 0
     reason: str = ""
+    finished_at: str | None = None  # when a waiting diagnosis of a restarted container began
 
 
 class ContainerState(msgspec.Struct, gc=False, omit_defaults=True):
@@ -168,8 +193,48 @@ class PodStatus(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
     init_container_statuses: tuple[ContainerStatus, ...] = ()
 
 
+class ResourceList(msgspec.Struct, gc=False, omit_defaults=True):
+    """Of a container's limits, the memory one alone (what an OOM kill is measured against)."""
+
+    memory: str | None = None
+
+
+class ContainerResources(msgspec.Struct, gc=False, omit_defaults=True):
+    limits: ResourceList | None = None
+
+
+class ContainerSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    name: str = ""
+    resources: ContainerResources | None = None
+
+
+class PodSpec(msgspec.Struct, gc=False, rename="camel", omit_defaults=True):
+    """What the diagnoses read of a Pod's spec: whether an exit 0 is restarted, and the memory limits."""
+
+    restart_policy: str | None = None  # the API server defaults it to Always
+    containers: tuple[ContainerSpec, ...] = ()
+    init_containers: tuple[ContainerSpec, ...] = ()
+
+
+NO_SPEC = msgspec.Raw(b"{}")
+_read_spec = msgspec.json.Decoder(PodSpec).decode
+
+
+def read_spec(pod: Pod) -> PodSpec:
+    """The Pod's spec, read when a diagnosis asks (rarely: a container restarted twice and exited 0);
+    one that cannot be read is taken for an empty one (the defaults: restartPolicy Always, no limits)."""
+    try:
+        return _read_spec(pod.spec)
+    except _UNREADABLE:
+        return PodSpec()
+
+
 class Pod(msgspec.Struct, gc=False, tag_field="kind", tag="Pod", omit_defaults=True):
+    """`spec` stays JSON text, as labels do (PodMeta): about half of a Pod's bytes, read by a diagnosis
+    only for a container that restarted twice (`read_spec`); kept as text it costs no more than skipped."""
+
     metadata: PodMeta = msgspec.field(default_factory=PodMeta)
+    spec: msgspec.Raw = NO_SPEC
     status: PodStatus = msgspec.field(default_factory=PodStatus)
 
 
@@ -273,14 +338,7 @@ class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defa
     message: str = ""
 
 
-KubeObject = (
-    Pod
-    | Deployment
-    | DynamoComponentDeployment
-    | DynamoGraphDeployment
-    | LeaderWorkerSet
-    | Status
-)
+KubeObject = Pod | Deployment | DynamoComponentDeployment | DynamoGraphDeployment | LeaderWorkerSet | Status
 
 KINDS: frozenset[str] = frozenset(
     t.__struct_config__.tag  # type: ignore[misc]

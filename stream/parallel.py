@@ -288,7 +288,7 @@ class ParallelDecoder:
         parts = max(self.jobs * 4, size // self.range_bytes)
         spans = line_ranges(mapped, parts, self.range_bytes // 64, source.offset, limit)
         tasks = [_Task(source.path, (st.st_dev, st.st_ino), size, *span, limit) for span in spans]
-        records = JsonRecords(source.name, limit, source.damage)
+        records = JsonRecords(source.name, limit, source.damage, source.namespace)
         if self._workers is None:  # no more workers than ranges to decode
             self.jobs = max(1, min(self.jobs, len(tasks)))
             self._workers = _Workers(self.jobs, self.reduce)

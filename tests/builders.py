@@ -471,6 +471,35 @@ def set_init_crashing(obj: dict[str, Any], restarts: int, exit_code: int = 1) ->
     return _with_status(obj, "Pending", False, [main], [init])
 
 
+def set_waiting(obj: dict[str, Any], reason: str, message: str, restarts: int = 0) -> dict[str, Any]:
+    """A copy of a realistic Pod whose main container cannot start: kubelet's waiting `reason` (an image
+    that cannot be pulled, a Secret that is not there) with its `message`; Pending, never Ready."""
+    main = container(restarts=restarts, exit_code=None, waiting=reason, backoff=message, realistic=True)
+    return _with_status(obj, "Pending", False, [main], [_init_done()])
+
+
+def set_unschedulable(obj: dict[str, Any], since: str, message: str) -> dict[str, Any]:
+    """A copy of a realistic Pod the scheduler cannot place since `since`, with its message: Pending,
+    no node, no container statuses, PodScheduled=False reason Unschedulable (as kube-scheduler writes it)."""
+    out = copy.deepcopy(obj)
+    out["spec"].pop("nodeName", None)
+    out["status"] = {
+        "phase": "Pending",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "lastProbeTime": None,
+                "lastTransitionTime": since,
+                "reason": "Unschedulable",
+                "message": message,
+            }
+        ],
+        "qosClass": "Guaranteed",
+    }
+    return out
+
+
 def _init_done() -> dict[str, Any]:
     ran = ("2026-11-20T10:00:02Z", "2026-11-20T10:00:09Z")
     return container("model-download", state="terminated", exit_code=0, reason="Completed", ran=ran, realistic=True)

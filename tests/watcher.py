@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import signal
 import subprocess
@@ -13,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from cli import crashwatch_command
+from cli import crashwatch_command, popen, until_catching
 
 # The stand-in kubelet (tests/kube.py) makes a crash-looping Pod Ready in place; a real one is Ready for a
 # moment between crashes too, which the recovery window (default 1m30s) is there to hold through. These
@@ -30,7 +31,7 @@ class Watcher:
         self.out: list[str] = []
         self.err: list[str] = []
         self._lock = threading.Lock()
-        self.process = subprocess.Popen(
+        self.process = popen(
             [*crashwatch_command(), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -90,7 +91,7 @@ class Watcher:
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> int:
         if self.process.poll() is None:
-            self.process.send_signal(sig)
+            self.send_signal(sig)
             try:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -102,6 +103,14 @@ class Watcher:
             if stream is not None:
                 stream.close()
         return self.process.returncode
+
+    def send_signal(self, sig: int) -> None:
+        """Send a signal once the command has its handler for it (sent before, it would find none and
+        kill the process): the state the signal must meet, waited for, never a sleep."""
+        with contextlib.suppress(AssertionError):  # it exited meanwhile: then there is nothing to stop
+            until_catching(self.process, sig)
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
 
     def __enter__(self) -> Watcher:
         return self

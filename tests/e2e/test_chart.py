@@ -136,6 +136,14 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: Helm) -> None:
     assert "Role" not in kinds(docs) and "RoleBinding" not in kinds(docs)
     assert ["namespaces"] in [rule["resources"] for rule in one(docs, "ClusterRole")["rules"]]
     assert "--leader-elect" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    # --event-logs: the args and exactly k8s/event-logs' grant with them; never without Events
+    docs = helm.template("--set", "eventLogs=true")
+    event_logs = yaml.safe_load((ROOT / "k8s" / "event-logs" / "clusterrole.yaml").read_text())
+    assert event_logs["rules"][0] in one(docs, "ClusterRole")["rules"]
+    assert "--event-logs" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    docs = helm.template("--set", "eventLogs=true", "--set", "events=false")
+    assert "pods/log" not in {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
+    assert "--event-logs" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
 
 
 def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(helm: Helm) -> None:

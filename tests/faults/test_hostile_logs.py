@@ -9,7 +9,6 @@ hold a billion laughs fails fast instead of taking the machine's memory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -25,7 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cli import EXAMPLES, crashwatch_command
+import yaml
+from builders import crashing, healthy, labels
+from cli import (
+    EXAMPLES,
+    as_from_a_terminal,
+    crashwatch_command,
+    popen,
+    switches,
+    until,
+    until_catching,
+    wchan,
+    with_sigint_ignored,
+)
 
 sys.path.insert(0, str(Path(__file__).parent))  # the corpus lives next to this file
 from corpus import CASES, GOOD, Case, jsonl
@@ -246,42 +257,50 @@ def test_a_failing_stderr_changes_nothing_else(folder: Path) -> None:
     assert (result.returncode, result.stdout) == (65, EXPECTED)
 
 
-def _until_blocked_writing(pid: int, timeout: float = 30) -> None:
-    """Until a thread of the process sleeps in a write to a full pipe, as the kernel says (/proc's wchan):
-    the state the test needs, waited for, where a sleep would only hope the writer got there."""
-    deadline = time.monotonic() + timeout
-    while True:
-        waits = []
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            with contextlib.suppress(OSError):  # a thread that ended meanwhile
-                waits.append((task / "wchan").read_text())
-        if any("pipe_write" in wait for wait in waits):
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"no thread of {pid} is blocked writing to a pipe after {timeout} s (wchan: {waits})")
-        time.sleep(0.01)
+def _until_blocked_writing(pid: int, timeout: float = 60) -> None:
+    """Until the main thread (the one that writes the verdict lines, and takes signals) sleeps in a write
+    to a full pipe, as the kernel says (/proc's wchan): the state the test needs, waited for, where a
+    sleep would only hope the writer got there."""
+    until(lambda: "pipe_write" in wchan(pid, pid), f"the main thread of {pid} blocked writing to a pipe", timeout)
 
 
+def _ctrl_c(proc: subprocess.Popen[bytes]) -> None:
+    """One press of Ctrl-C while the main thread is blocked on the full pipe, and until it has been
+    taken: the kernel wakes the thread, the interpreter runs its handler and retries the write, so the
+    thread sleeps in the pipe again, one voluntary context switch later. (Two signals sent before the
+    first is taken would be one: the interpreter runs a handler once for any number pending.)"""
+    _until_blocked_writing(proc.pid)
+    before = switches(proc.pid, proc.pid)
+    proc.send_signal(signal.SIGINT)
+    until(
+        lambda: switches(proc.pid, proc.pid) > before and "pipe_write" in wchan(proc.pid, proc.pid),
+        "SIGINT taken, and the write blocked again",
+    )
+
+
+@pytest.mark.parametrize("started", ["from a terminal", "with SIGINT ignored"])
 @pytest.mark.parametrize("source", ["file", "pipe"])
-def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str) -> None:
-    """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other."""
+def test_ctrl_c_twice_writes_whole_lines_only(folder: Path, source: str, started: str) -> None:
+    """Output blocked on a full pipe, then Ctrl-C twice: the line being written is finished, no other.
+
+    Also when crashwatch starts with SIGINT ignored, as a background job of a script does (`crashwatch
+    replay log &` in `sh -c`, then `kill -INT`): it takes SIGINT all the same, as kubectl does."""
     log = folder / "flip.jsonl"
     _big_log(log, 400)
     args = [*crashwatch_command(), "replay", "-o", "json"]
+    preexec = as_from_a_terminal if started == "from a terminal" else with_sigint_ignored
     if source == "file":
-        proc = subprocess.Popen([*args, str(log)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = popen([*args, str(log)], preexec, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     else:  # a pipe that is still being written: read by the reader thread, record by record
         cat = subprocess.Popen(["cat", str(log)], stdout=subprocess.PIPE)
         assert cat.stdout is not None
-        proc = subprocess.Popen([*args, "-"], stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = popen([*args, "-"], preexec, stdin=cat.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         cat.stdout.close()
     assert proc.stdout is not None
     first = os.read(proc.stdout.fileno(), 1000)  # it has started writing (and soon fills the pipe)
-    _until_blocked_writing(proc.pid)  # on the full pipe: the state the signals must meet
-    proc.send_signal(signal.SIGINT)  # the pauses below are the scenario: two separate presses of Ctrl-C
-    time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    time.sleep(0.3)
+    until_catching(proc, signal.SIGINT)
+    _ctrl_c(proc)  # two separate presses: the first stops the replay after this write...
+    proc.send_signal(signal.SIGINT)  # ...the second, taken during it, ends it at the end of its line
     rest, err = proc.communicate(timeout=60)
     if source == "pipe":
         cat.wait(timeout=60)
@@ -307,3 +326,87 @@ def test_the_record_size_flag_takes_kubectl_sizes(folder: Path) -> None:
     for bad in ("64MB", "-1", "1", "2Ti", "lots"):
         run = replay("--max-record-size", bad, str(log), folder=folder)
         assert run.code == 2 and b"--max-record-size" in run.stderr, bad
+
+
+def _baseline_rss(folder: Path) -> float:
+    """The peak RSS of a replay of the small example: what any replay costs here (ru_maxrss carries over
+    the exec, so it includes this pytest process's own peak)."""
+    return replay(str(GOOD_LOG), folder=folder).rss_mb
+
+
+def _zeros() -> Iterator[bytes]:
+    block = bytes(1 << 16)
+    while True:
+        yield block
+
+
+@pytest.mark.parametrize("name", ["zero.jsonl", "zero.yaml", "zero.log"])
+def test_endless_nul_bytes_are_binary_said_at_once(folder: Path, name: str) -> None:
+    """/dev/zero behind a log's name: one line naming the file, exit 65, never a read that goes on for ever."""
+    log = folder / name
+    log.symlink_to("/dev/zero")
+    run = replay(str(log), folder=folder, timeout=60)
+    assert run.code == 65
+    assert run.stderr.decode().splitlines() == [
+        f"crashwatch: {log}:1: binary data (a NUL byte at byte 0), not a text log of watch events or objects: "
+        "not read further",
+        "crashwatch: 1 bad record skipped",
+    ]
+    assert run.stdout == b""
+
+
+@pytest.mark.parametrize("form", ["jsonl", "yaml"])
+def test_endless_nul_bytes_after_good_records_stop_the_read_there(folder: Path, form: str) -> None:
+    """Good records on a pipe, then zeros for ever: their verdicts, then one line, and the read stops."""
+    good = GOOD_LOG.read_bytes()
+    if form == "yaml":
+        good = b"".join(b"---\n" + json.dumps(json.loads(line)).encode() + b"\n" for line in good.splitlines())
+
+    def feed() -> Iterator[bytes]:
+        yield good
+        yield from _zeros()
+
+    run = replay("-", feed=feed(), folder=folder, timeout=60)
+    assert run.code == 65, run.stderr
+    assert run.stdout == EXPECTED
+    (line, count) = run.stderr.decode().splitlines()
+    assert line.startswith("crashwatch: <stdin>:") and "binary data (a NUL byte)" in line
+    assert count == "crashwatch: 1 bad record skipped"
+    assert run.rss_mb < _baseline_rss(folder) + 100  # the limit, 16Mi, is the most it may hold of them
+
+
+def _big_list(path: Path, yaml_form: bool) -> None:
+    """`kubectl get pods -A -o json` (or `-o yaml`) of a large cluster, as kubectl lays it out: one List
+    of 5,000 Pods, about 50 MB, one crash-looping Pod in each thousand. Written item by item: this
+    process's own peak RSS would count in the child's (ru_maxrss survives the exec)."""
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    with path.open("w") as out:
+        out.write("apiVersion: v1\nitems:\n" if yaml_form else '{\n    "apiVersion": "v1",\n    "items": [\n')
+        for n in range(5000):
+            make = crashing if n % 1000 == 0 else healthy
+            pod = make(f"p-{n:05d}", pod_labels=labels(component=f"c{n // 1000}"))
+            pod["apiVersion"] = "v1"
+            pod["metadata"]["annotations"] = {"pad": "x" * 9000}
+            if yaml_form:
+                out.write(yaml.dump([pod], Dumper=dumper, width=1 << 20))
+            else:
+                text = json.dumps(pod, indent=4).replace("\n", "\n        ")
+                out.write(("        " if n == 0 else ",\n        ") + text)
+        out.write('kind: List\nmetadata:\n  resourceVersion: ""\n' if yaml_form else "\n    ],\n")
+        if not yaml_form:
+            out.write('    "kind": "List",\n    "metadata": {\n        "resourceVersion": ""\n    }\n}\n')
+
+
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_a_50_mb_list_is_diagnosed_item_by_item_within_bounded_memory(folder: Path, form: str) -> None:
+    log = folder / f"pods.{form}"
+    _big_list(log, form == "yaml")
+    assert log.stat().st_size > 45 << 20
+    run = replay(str(log), folder=folder)
+    assert (run.code, run.stderr) == (0, b"")
+    last = "-  ns/g/c4  CRASH-LOOPING  pod=p-04000 container=main restarts=2 exit=1"
+    assert run.stdout.decode().splitlines()[-2] == last
+    # the 16Mi limit held once, then one item at a time: never the list, nor its decoded objects
+    assert run.rss_mb < _baseline_rss(folder) + 100, run.rss_mb
+    smaller = replay("--max-record-size", "2Mi", str(log), folder=folder)
+    assert (smaller.code, smaller.stdout) == (0, run.stdout)

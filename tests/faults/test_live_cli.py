@@ -6,7 +6,6 @@ import asyncio
 import signal
 import socket
 import threading
-import time
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
@@ -133,11 +132,11 @@ def test_a_write_that_outlasts_the_grace_period_or_a_second_signal_is_left(
         w.wait_synced()
         fake.do(fake.api.put, "pods", crashing("p-0"))
         w.wait_for(lambda: status_writes(fake) == 2, what="the DCD and DGD writes")
-        w.process.send_signal(signal.SIGINT)
+        w.send_signal(signal.SIGINT)
         w.wait_for(lambda: "SIGINT: stopping" in w.stderr(), what="the stop")
         if second_signal:
-            w.process.send_signal(signal.SIGINT)
-        assert w.process.wait(timeout=10) == 130  # long before the writes' 60 s, or the 60 s grace period
+            w.send_signal(signal.SIGINT)
+        assert w.process.wait(timeout=40) == 130  # before the writes' 60 s, or the 60 s grace period (room for load)
         if not second_signal:
             w.wait_for(lambda: "stopped after the 0.5s grace period with 2 status writes unfinished" in w.stderr())
     assert statuses(fake) == ("pending", "DeploymentNotReady")
@@ -166,7 +165,7 @@ def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path)
         assert 'crashwatch_watch_errors_total{namespace="ns",resource="pods"} 1.0' in metrics
         assert 'crashwatch_lists_total{namespace="ns",resource="pods"} 1.0' in metrics
         assert "crashwatch_status_write_delay_seconds_count 1.0" in metrics  # the other is still delayed
-        w.process.send_signal(signal.SIGTERM)  # one status write is still waiting for its answer
+        w.send_signal(signal.SIGTERM)  # one status write is still waiting for its answer
         w.wait_for(lambda: "SIGTERM: stopping" in w.stderr(), what="the stop")
         assert http_get(f"{url}/readyz") == (503, "not ready: stopping\n")
         assert w.process.wait(timeout=10) == 0
@@ -259,20 +258,21 @@ def test_usage_errors_exit_2(args: list[str]) -> None:
 
 def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake: ServedFake, tmp_path: Path) -> None:
     """A server that streams one line for ever: the watch ends once the line passes the limit (said on
-    stderr, retried with backoff), memory stays bounded, and a SIGTERM stops the command within its
-    grace period, however the stream goes on."""
+    stderr, retried with backoff), memory stays bounded, and a SIGTERM stops the command however the
+    stream goes on, without waiting out its grace period."""
     fake.do(fake.api.fault, "watch pods", Fault("endless"), Fault("endless"), Fault("endless"))
     config = str(fake.api.kubeconfig(tmp_path))
-    with Watcher("tail", "--grace-period", "2", "--max-record-size", "4Mi", "--kubeconfig", config) as w:
+    with Watcher("tail", "--grace-period", "60", "--max-record-size", "4Mi", "--kubeconfig", config) as w:
         w.wait_synced()
         fake.do(fake.api.put, "pods", crashing("p-0"))  # the watch has something to send: the endless line
         w.wait_for(lambda: "watch event longer than 4,194,304 bytes" in w.stderr(), timeout=60, what="the limit")
         rss = _rss_kib(w.process.pid)
         assert rss < 300 * 1024, f"{rss} KiB held"  # a line is never held whole, nor twice
-        w.process.send_signal(signal.SIGTERM)
-        started = time.monotonic()
-        code = w.process.wait(timeout=10)
-        assert code == 0 and time.monotonic() - started < 4
+        w.send_signal(signal.SIGTERM)
+        # the stop ends the endless read itself: it never waits out the 60 s grace period (the bound
+        # below only leaves a loaded machine its lag, it measures no speed)
+        assert w.process.wait(timeout=40) == 0
+        assert "stopped after the 60s grace period" not in w.stderr()
     assert "Traceback" not in w.stderr()
     assert fake.api.endless_bytes >= 4 << 20
 

@@ -28,6 +28,12 @@ CASES = [
     ("lws-recreation-loop.jsonl", [], "lws-recreation-loop.expected.txt"),
     ("lws-recreation-loop.jsonl", ["-o", "json"], "lws-recreation-loop.expected.jsonl"),
     ("lws-recreation-loop.jsonl", ["--patches"], "lws-recreation-loop.expected.patches.jsonl"),
+    ("diagnoses.jsonl", [], "diagnoses.expected.txt"),
+    ("diagnoses.jsonl", ["-o", "json"], "diagnoses.expected.jsonl"),
+    ("diagnoses.jsonl", ["--patches"], "diagnoses.expected.patches.jsonl"),
+    ("slow-start.jsonl", [], "slow-start.expected.txt"),
+    ("slow-start.jsonl", ["-o", "json"], "slow-start.expected.jsonl"),
+    ("slow-start.jsonl", ["--patches"], "slow-start.expected.patches.jsonl"),
 ]
 
 
@@ -75,6 +81,46 @@ def test_lws_recreations_further_apart_than_the_group_window_are_no_loop(flags: 
     enough, so nothing crash-loops and nothing is written."""
     result = run("replay", "--group-window", "1s", *flags, str(EXAMPLES / "lws-recreation-loop.jsonl"))
     assert (result.returncode, result.stderr, result.stdout) == (0, b"", b"")
+
+
+def test_the_slow_start_never_trips_a_diagnosis_even_with_short_graces() -> None:
+    """Its worker was unschedulable for 4 minutes, pulled for 3 and was not Ready for 70 s: only graces
+    shorter than the wait for a node say anything, and then only that."""
+    result = run("replay", "--unschedulable-grace", "3m", str(EXAMPLES / "slow-start.jsonl"))
+    assert result.returncode == 0
+    assert result.stdout.decode().splitlines() == [
+        "2026-11-20T10:03:02Z  dynamo/slow/VllmWorker  UNSCHEDULABLE  pod=slow-vllmworker-6d9f7c8b5-b7n3m "
+        'message="0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: '
+        '3 No preemption victims found for incoming pod."',
+        "2026-11-20T10:03:02Z  dynamo/slow  FAILED  component_unschedulable: VllmWorker (Unschedulable)",
+        "2026-11-20T10:04:02Z  dynamo/slow/VllmWorker  RECOVERED",
+        "2026-11-20T10:04:02Z  dynamo/slow  RECOVERED",
+    ]
+
+
+def test_failed_state_all_fails_the_graph_for_every_diagnosis() -> None:
+    """The diagnoses example with --failed-state all: the DGD says failed, in each diagnosis's words, and
+    pending again once the last one is fixed; by default its state is never written."""
+    states = []
+    for flags in ([], ["--failed-state", "all"]):
+        result = run("replay", "--patches", *flags, str(EXAMPLES / "diagnoses.jsonl"))
+        assert result.returncode == 0
+        patches = [json.loads(line) for line in result.stdout.splitlines()]
+        states.append(
+            [
+                (
+                    p["patch"]["status"].get("state"),
+                    next(c["reason"] for c in p["patch"]["status"]["conditions"] if c["type"] == "Ready"),
+                )
+                for p in patches
+                if p["kind"] == "DynamoGraphDeployment" and "state" in p["patch"]["status"]
+            ]
+        )
+    assert states[0] == []
+    assert states[1][0] == ("failed", "component_restart_looping")
+    assert ("failed", "components_failing") in states[1]
+    assert ("failed", "component_unschedulable") in states[1]
+    assert states[1][-1] == ("pending", "some_resources_are_not_ready")
 
 
 def test_json_lines_follow_the_contract() -> None:
@@ -207,3 +253,20 @@ def test_a_pipe_on_stdin_is_diagnosed_record_by_record() -> None:
         proc.wait(timeout=30)
         proc.stdout.close()
     assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("form", ["yaml", "workers"])
+def test_the_diagnoses_read_the_same_from_yaml_and_with_decoding_workers(form: str, tmp_path: Path) -> None:
+    """A Pod's spec stays JSON text (the OOM rule reads its memory limit from it): a YAML log turns it into
+    text on the way, and decoding workers read it from their own buffers; both say what the JSON does."""
+    log = EXAMPLES / "diagnoses.jsonl"
+    if form == "yaml":
+        events = [json.loads(line) for line in log.read_text().splitlines()]
+        target = tmp_path / "diagnoses.yaml"
+        target.write_text(yaml.safe_dump_all(events))
+        result = run("replay", str(target))
+    else:
+        result = run("replay", "-j", "2", str(log))
+    assert (result.returncode, result.stderr) == (0, b"")
+    assert result.stdout.decode() == (EXAMPLES / "diagnoses.expected.txt").read_text()
+    assert "limit=80Gi" in result.stdout.decode()

@@ -1,8 +1,10 @@
 """For random event sequences, the incremental aggregator agrees with a from-scratch computation.
 
-The verdict a Pod holds depends on its history (a crash-looping Pod stays so while it runs again, until
-it is Ready, here with no recovery window, or replaced, deleted or finished): the reference follows each
-Pod's events in the plainest way and computes every verdict from what it holds at the end."""
+The Pods' containers exit 1 or 0, so crash loops and exit-0 restart loops (pipeline.diagnoses) mix; a
+component reports a crash loop first. The verdict a Pod holds depends on its history (a crash-looping
+Pod stays so while it runs again, until it is Ready, here with no recovery window, or replaced, deleted
+or finished): the reference follows each Pod's events in the plainest way and computes every verdict
+from what it holds at the end."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from builders import COMPONENT, GRAPH, container, event, labels, pod, typed_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.crashloop import Finding, crash_loop, pod_ready
+from pipeline.crashloop import Finding, pod_ready
+from pipeline.diagnoses import diagnose, rank
 from pipeline.graph import graph_verdict
 from pipeline.outputs import ComponentChange, GraphChange
 from pipeline.pipeline import Pipeline
@@ -55,7 +58,7 @@ def hold(held: Held, key: tuple[str, str], raw: dict[str, Any]) -> None:
     meta = raw["metadata"]
     lab = meta.get("labels", {})
     typed = typed_pod(raw)
-    finding = crash_loop(typed)
+    finding = diagnose(typed)  # a crash loop, or an exit-0 restart loop: held alike
     tracked = lab.get(GRAPH) and lab.get(COMPONENT) and "deletionTimestamp" not in meta
     if not tracked or typed.status.phase in ("Succeeded", "Failed"):
         held.pop(key, None)
@@ -65,9 +68,7 @@ def hold(held: Held, key: tuple[str, str], raw: dict[str, Any]) -> None:
         del held[key]
 
 
-def from_scratch(
-    final: dict[tuple[str, str], dict[str, Any]], held: Held
-) -> tuple[dict[Any, Finding], dict[Any, Any]]:
+def from_scratch(final: dict[tuple[str, str], dict[str, Any]], held: Held) -> tuple[dict[Any, Finding], dict[Any, Any]]:
     components: dict[tuple[str, str, str], Finding] = {}
     for raw in final.values():
         meta = raw["metadata"]
@@ -77,7 +78,9 @@ def from_scratch(
             continue
         finding = held[(meta["namespace"], meta["name"])][1] if (meta["namespace"], meta["name"]) in held else None
         key = (meta["namespace"], graph, comp)
-        if finding is not None and (key not in components or finding.pod < components[key].pod):
+        if finding is not None and (
+            key not in components or (rank(finding), finding.pod) < (rank(components[key]), components[key].pod)
+        ):
             components[key] = finding
     graphs: dict[tuple[str, str], dict[str, Finding]] = {}
     for (ns, graph, comp), finding in components.items():

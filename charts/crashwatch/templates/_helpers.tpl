@@ -108,6 +108,9 @@ spec:
         - {{ .Values.logFormat }}
         - --http-address
         - {{ printf ":%d" (int .Values.http.port) | quote }}
+        {{- if and .Values.events .Values.eventLogs }}
+        - --event-logs
+        {{- end }}
         {{- if not .Values.events }}
         - --events=false
         {{- end }}

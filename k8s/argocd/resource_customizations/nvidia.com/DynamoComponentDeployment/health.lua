@@ -1,8 +1,10 @@
 -- Health of an NVIDIA Dynamo DynamoComponentDeployment (DCD).
 --
--- Degraded: a container of the component is crash-looping, as a watcher such as crashwatch reports
--- it: the kstatus condition Stalled=True, or Available=False with reason ContainerCrashLooping.
--- Stalled=True counts even when the operator has since rewritten Available.
+-- Degraded: a container of the component is crash-looping, or will never be ready for another reason
+-- (an image that cannot be pulled, a missing Secret, no node, an exit 0 restarted forever, an OOM
+-- kill), as a watcher such as crashwatch reports it: the kstatus condition Stalled=True, or
+-- Available=False with one of crashwatch's reasons (ContainerCrashLooping; the others with
+-- --failed-state all). Stalled=True counts even when the operator has since rewritten Available.
 -- Healthy: Available=True for the current generation.
 -- Progressing: anything else, including no status yet and an Available condition for an older
 -- generation.
@@ -23,6 +25,23 @@ local function conditionOf(status, conditionType)
   return nil
 end
 
+-- crashwatch's reasons, each with what it says when its condition has no message
+local failureWords = {
+  ContainerCrashLooping = "A container is crash-looping",
+  ImagePullFailing = "A container's image cannot be pulled",
+  ContainerConfigError = "A container cannot be created (a Secret or ConfigMap is missing)",
+  PodUnschedulable = "A Pod cannot be scheduled",
+  ContainerRestartLooping = "A container exits 0 and is restarted forever",
+  ContainerOOMKilled = "A container is OOM-killed",
+}
+
+local function wordsOf(condition)
+  if condition ~= nil and type(condition.reason) == "string" and condition.reason ~= "" then
+    return failureWords[condition.reason] or ("The component is stalled: " .. condition.reason)
+  end
+  return "A container is crash-looping"
+end
+
 local function messageOf(condition)
   if condition ~= nil and type(condition.message) == "string" and condition.message ~= "" then
     return condition.message
@@ -41,7 +60,7 @@ local stalled = conditionOf(status, "Stalled")
 local available = conditionOf(status, "Available")
 local stalledTrue = stalled ~= nil and stalled.status == "True"
 local availableCrashLooping = available ~= nil and available.status == "False"
-  and available.reason == "ContainerCrashLooping"
+  and type(available.reason) == "string" and failureWords[available.reason] ~= nil
 
 if stalledTrue or availableCrashLooping then
   hs.status = "Degraded"
@@ -52,7 +71,14 @@ if stalledTrue or availableCrashLooping then
   if message == nil and availableCrashLooping then
     message = messageOf(available)
   end
-  hs.message = message or "A container is crash-looping"
+  if message == nil then
+    if stalledTrue then
+      message = wordsOf(stalled)
+    else
+      message = wordsOf(available)
+    end
+  end
+  hs.message = message
   return hs
 end
 

@@ -1,8 +1,10 @@
 -- Health of an NVIDIA Dynamo DynamoGraphDeployment (DGD).
 --
--- Degraded: the graph has failed. Either a watcher such as crashwatch found a component crash-looping
--- and set the kstatus condition Stalled=True, or status.state is "failed". Stalled=True counts even
--- when an older operator has rewritten state back to "pending", since the crash loop still holds.
+-- Degraded: the graph has failed. Either a watcher such as crashwatch found a component crash-looping,
+-- or another reason it will never be ready (an image that cannot be pulled, a missing Secret, no node
+-- for its GPUs, a server that exits 0, an OOM kill), and set the kstatus condition Stalled=True with a
+-- reason naming it, or status.state is "failed". Stalled=True counts even when an older operator has
+-- rewritten state back to "pending", since the failure still holds.
 -- Healthy: state "successful" and the status is for the current generation.
 -- Progressing: anything else, including no status yet and a status for an older generation.
 --
@@ -20,6 +22,24 @@ local function conditionOf(status, conditionType)
     end
   end
   return nil
+end
+
+-- What a Stalled=True without a message says: its reason, in words where crashwatch wrote it.
+local stalledWords = {
+  ComponentCrashLooping = "A component is crash-looping",
+  ComponentImagePullFailing = "A component's image cannot be pulled",
+  ComponentConfigError = "A component's container cannot be created (a Secret or ConfigMap is missing)",
+  ComponentUnschedulable = "A component's Pod cannot be scheduled",
+  ComponentRestartLooping = "A component's container exits 0 and is restarted forever",
+  ComponentOOMKilled = "A component's container is OOM-killed",
+  ComponentsFailing = "Components are failing",
+}
+
+local function stalledWordsOf(condition)
+  if type(condition.reason) == "string" and condition.reason ~= "" then
+    return stalledWords[condition.reason] or ("The graph is stalled: " .. condition.reason)
+  end
+  return "A component is crash-looping"
 end
 
 local function messageOf(condition)
@@ -51,7 +71,7 @@ if stalledTrue or status.state == "failed" then
   end
   if message == nil then
     if stalledTrue then
-      message = "A component is crash-looping"
+      message = stalledWordsOf(stalled)
     else
       message = "The graph has failed"
     end
