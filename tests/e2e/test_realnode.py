@@ -560,6 +560,11 @@ def watcher_image(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory)
             pytest.skip("the watcher Pod needs the image: install podman, runc and mmdebstrap (or run as root)")
         assert done.returncode == 0, f"scripts/build-image exited with {done.returncode}"
         ref = done.stdout.strip().splitlines()[-1]
+    exists = subprocess.run(["podman", "image", "exists", ref], env=env, capture_output=True, check=False)
+    assert exists.returncode == 0, (
+        f"{ref} is not in podman's storage ({env.get('CONTAINERS_STORAGE_CONF')}): another scripts/build-image "
+        "sharing CRASHWATCH_CACHE removes older images when it builds; run scripts/build-image again"
+    )
     archive = tmp_path_factory.mktemp("watcher-image") / "crashwatch.tar"
     saved = subprocess.run(
         ["podman", "save", "--format", "docker-archive", "-o", str(archive), ref],
