@@ -209,6 +209,11 @@ class ControlPlane:
     apiserver_args: list[str] = field(default_factory=list)  # extra flags, e.g. --watch-cache=false
     _apiserver: list[str] = field(default_factory=list)  # the flags it was started with
     controllers: bool = True  # kube-controller-manager (Deployments making Pods); benchmarks may do without
+    extra_controllers: tuple[str, ...] = ()  # more of kube-controller-manager's controllers (a real node's)
+    # The ServiceAccount admission plugin (a Pod gets its account's token volume) is off: with no kubelet,
+    # nothing mounts it, and a Pod would be refused until the namespace's default account exists. A real
+    # node (tests/realnode.py) turns it on.
+    service_account_admission: bool = False
     env: dict[str, str] = field(default_factory=dict)  # for the control plane's processes (e.g. GOGC)
     # kube-controller-manager's controllers (tests/operators.py adds the statefulset controller for LWS)
     controller_names: tuple[str, ...] = CONTROLLERS
@@ -313,7 +318,7 @@ class ControlPlane:
             "--audit-log-mode=blocking",  # written before the answer: a test reads it right after
             "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",
-            "--disable-admission-plugins=ServiceAccount",
+            *([] if self.service_account_admission else ["--disable-admission-plugins=ServiceAccount"]),
             "--allow-privileged=true",
             "--profiling=false",
             "--endpoint-reconciler-type=none",
@@ -341,7 +346,7 @@ class ControlPlane:
                 "--secure-port=0",
                 f"--root-ca-file={c['ca.crt']}",
                 f"--service-account-private-key-file={c['sa.key']}",
-                "--controllers=" + ",".join(self.controller_names),
+                "--controllers=" + ",".join((*self.controller_names, *self.extra_controllers)),
                 "--use-service-account-credentials=false",
                 "--v=1",
             ],
