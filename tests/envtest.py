@@ -202,6 +202,18 @@ def write_kubeconfig(
     return path
 
 
+def terminate(process: subprocess.Popen[bytes] | None, grace: float) -> None:
+    """SIGTERM to a component's process group, and SIGKILL if it is still there after `grace` seconds."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=15)
+
+
 @dataclass
 class ControlPlane:
     bin: Path
@@ -358,16 +370,7 @@ class ControlPlane:
         self._wait("kube-apiserver", lambda: kube.get_raw("/readyz")[0] == 200, 90)
 
     def _terminate(self, name: str, grace: float) -> None:
-        """SIGTERM, and SIGKILL if it is still there after `grace` seconds."""
-        process = self.processes.get(name)
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+        terminate(self.processes.get(name), grace)
 
     def stop_apiserver(self) -> None:
         """It stops listening at once on SIGTERM, then drains for up to a minute: 5 s is enough here."""

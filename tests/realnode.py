@@ -316,15 +316,7 @@ class Node:
         raise RuntimeError(f"{name} not ready after {timeout:.0f}s:\n{self.log_tail(name)}")
 
     def _stop(self, name: str, grace: float = 10) -> None:
-        process = self.processes.get(name)
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=15)
+        envtest.terminate(self.processes.get(name), grace)
 
     def _save_state(self) -> None:
         """What the next node must clean up if this test process is killed: each process with a path its
