@@ -69,6 +69,11 @@ def unschedulable(pod: dict[str, Any]) -> bool:
     return scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable"
 
 
+def bound(pod: dict[str, Any]) -> bool:
+    """The scheduler's binding, from which a config error's grace counts (PodScheduled's lastTransitionTime)."""
+    return bool(conditions(pod).get("PodScheduled", {}).get("status") == "True")
+
+
 def oom_killed_twice(pod: dict[str, Any]) -> bool:
     for status in pod.get("status", {}).get("containerStatuses", []):
         state = status.get("state", {})
@@ -121,6 +126,7 @@ class Case:
     grace: float
     fix: Callable[[realnode.Node, Kube, str], None]
     words: str  # what the Stalled message must keep
+    origin: Callable[[dict[str, Any]], bool] | None = None  # where the grace counts from, if not the write
 
 
 CASES = (
@@ -157,6 +163,7 @@ CASES = (
         5.0,
         create_secret,
         SECRET,
+        origin=bound,
     ),
     Case(
         "gpu-unschedulable",
@@ -185,14 +192,14 @@ CASES = (
             ]
         ),
         oom_killed_twice,
-        "kubelet: restartCount 2, terminated OOMKilled with exit code 0",
+        "kubelet: restarts 2, OOMKilled, exit code 0",
         "ContainerOOMKilled",
         "ComponentOOMKilled",
         "oom_killed",
         "component_oom_killed",
         0.0,
         stop_allocating,
-        "OOMKilled",
+        "OOM-killed (memory limit 16Mi, exit code 0)",
     ),
 )
 
@@ -245,6 +252,7 @@ class Watch(threading.Thread):
 class Seen:
     namespace: str
     pod_shows: float | None = None  # when the watch first saw the kubelet's or scheduler's write
+    origin: float | None = None  # ... and what the grace counts from (the binding, for a config error)
     dcd_stalled: float | None = None  # ... and the DCD's Stalled=True with the case's reason
     dcd_recovered: float | None = None  # ... and Stalled=False after it
     failing: tuple[int, dict[str, Any]] = (0, {})  # `wait`'s exit code and document, while failing
@@ -356,8 +364,11 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
         found = by_namespace.get(pod["metadata"]["namespace"])
         if found and "deletionTimestamp" not in pod["metadata"]:
             with lock:
-                if found[1].pod_shows is None and found[0].shows(pod):
-                    found[1].pod_shows = now
+                case, s = found
+                if s.pod_shows is None and case.shows(pod):
+                    s.pod_shows = now
+                if s.origin is None and (case.origin or case.shows)(pod):
+                    s.origin = now
 
     def on_dcd(now: float, dcd: dict[str, Any]) -> None:
         found = by_namespace.get(dcd["metadata"]["namespace"])
@@ -444,16 +455,18 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
 
 
 def report(seen: dict[str, Seen]) -> str:
-    """Per diagnosis, the time from the write carrying the reason to the DCD's Stalled=True, less the grace."""
-    rows = ["  diagnosis            written by                                         to Stalled  grace  beyond"]
+    """Per diagnosis, the time from the write carrying the reason to the DCD's Stalled=True, less the grace;
+    and, where the grace counts from an earlier write (a config error's: the binding), from that one."""
+    rows = [f"  {'diagnosis':<20} {'written by':<45} {'to Stalled':>10} {'grace':>5} {'beyond':>7} {'from origin':>11}"]
     for case in CASES:
         s = seen[case.name]
-        if s.pod_shows is None or s.dcd_stalled is None:
-            rows.append(f"  {case.name:<20} {case.source:<50} (not seen)")
+        if s.pod_shows is None or s.dcd_stalled is None or s.origin is None:
+            rows.append(f"  {case.name:<20} {case.source:<45} (not seen)")
             continue
-        took = s.dcd_stalled - s.pod_shows
+        took, since = s.dcd_stalled - s.pod_shows, s.dcd_stalled - s.origin
         rows.append(
-            f"  {case.name:<20} {case.source:<50} {took:>8.2f}s  {case.grace:>4.0f}s  {took - case.grace:>6.2f}s"
+            f"  {case.name:<20} {case.source:<45} {took:>9.2f}s {case.grace:>4.0f}s {took - case.grace:>6.2f}s "
+            f"{since - case.grace:>10.2f}s"
         )
     return "\n".join(rows)
 
