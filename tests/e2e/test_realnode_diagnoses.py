@@ -204,6 +204,13 @@ CASES = (
 )
 
 
+# On cgroup v2 the kubelet (singleProcessOOMKill false, the default there) sets memory.oom.group: the kernel kills
+# the whole container, which then exits 137, a crash loop by the upstream rule (test_realnode.py's oom-killed case).
+# A child killed alone, the container exiting 0, is a cgroup v1 node's (or one with singleProcessOOMKill: true).
+GROUP_OOM_KILL = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+RUNNING = tuple(case for case in CASES if not (GROUP_OOM_KILL and case.name == "child-oom-killed"))
+
+
 # --- a watch of the test's own ------------------------------------------------------------------------------
 
 
@@ -356,8 +363,8 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
     kube = node.kube()
     kubeconfig = node.plane.kubeconfig
     began = time.monotonic()
-    seen = {case.name: Seen(f"rd-{case.name}-{uuid.uuid4().hex[:6]}") for case in CASES}
-    by_namespace = {seen[case.name].namespace: (case, seen[case.name]) for case in CASES}
+    seen = {case.name: Seen(f"rd-{case.name}-{uuid.uuid4().hex[:6]}") for case in RUNNING}
+    by_namespace = {seen[case.name].namespace: (case, seen[case.name]) for case in RUNNING}
     lock = threading.Lock()
 
     def on_pod(now: float, pod: dict[str, Any]) -> None:
@@ -393,11 +400,11 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
     try:
         with Watcher("run", "-A", "-o", "json", *GRACES, *WINDOW, "--kubeconfig", str(kubeconfig)) as runner:
             runner.wait_synced(60)
-            for case in CASES:
+            for case in RUNNING:
                 make_component(kube, seen[case.name].namespace, case.template(node.busybox))
 
             def all_stalled() -> bool:
-                for case in CASES:
+                for case in RUNNING:
                     s = seen[case.name]
                     dcd = kube.get(f"{dcds(s.namespace)}/llm-worker")
                     dgd = kube.get(f"{dgds(s.namespace)}/llm")
@@ -407,15 +414,17 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
                 return True
 
             eventually(all_stalled, TIMEOUT, "every diagnosis written", step=1)
-            failing = waited({case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in CASES})
-            for case in CASES:
+            failing = waited(
+                {case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in RUNNING}
+            )
+            for case in RUNNING:
                 s = seen[case.name]
                 s.failing = failing[case.name]
                 s.kstatus_failing = kstatus_of(s.stalled_dgd, s.stalled_dcd)
                 case.fix(node, kube, s.namespace)
 
             def all_recovered() -> bool:
-                for case in CASES:
+                for case in RUNNING:
                     s = seen[case.name]
                     dcd = kube.get(f"{dcds(s.namespace)}/llm-worker")
                     dgd = kube.get(f"{dgds(s.namespace)}/llm")
@@ -429,10 +438,10 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
                 return True
 
             eventually(all_recovered, TIMEOUT, "every fix seen and the Stalled conditions cleared", step=1)
-            for case in CASES:
+            for case in RUNNING:
                 play_the_operator(kube, seen[case.name].namespace)
-            fixed = waited({case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in CASES})
-            for case in CASES:
+            fixed = waited({case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in RUNNING})
+            for case in RUNNING:
                 s = seen[case.name]
                 s.fixed = fixed[case.name]
                 s.kstatus_fixed = kstatus_of(
@@ -444,7 +453,7 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
     finally:
         for w in watches:
             w.stopping.set()
-    for case in CASES:
+    for case in RUNNING:
         s = seen[case.name]
         s.lines = [line for line in lines if line["namespace"] == s.namespace and line["kind"] == "component"]
     print(f"\nreal-node diagnoses shown and fixed in {time.monotonic() - began:.0f}s", file=sys.stderr)
@@ -458,7 +467,7 @@ def report(seen: dict[str, Seen]) -> str:
     """Per diagnosis, the time from the write carrying the reason to the DCD's Stalled=True, less the grace;
     and, where the grace counts from an earlier write (a config error's: the binding), from that one."""
     rows = [f"  {'diagnosis':<20} {'written by':<45} {'to Stalled':>10} {'grace':>5} {'beyond':>7} {'from origin':>11}"]
-    for case in CASES:
+    for case in RUNNING:
         s = seen[case.name]
         if s.pod_shows is None or s.dcd_stalled is None or s.origin is None:
             rows.append(f"  {case.name:<20} {case.source:<45} (not seen)")
@@ -476,6 +485,8 @@ def report(seen: dict[str, Seen]) -> str:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.name for case in CASES])
 def test_a_real_diagnosis_stalls_the_graph_and_its_fix_clears_it(session: dict[str, Seen], case: Case) -> None:
+    if case not in RUNNING:
+        pytest.skip("cgroup v2: the kubelet OOM-kills the whole container (exit 137: a crash loop, test_realnode.py)")
     s = session[case.name]
     # the kubelet or scheduler wrote the reason, and the verdict followed it
     assert s.pod_shows is not None and s.dcd_stalled is not None, s
@@ -500,7 +511,7 @@ def test_a_real_diagnosis_stalls_the_graph_and_its_fix_clears_it(session: dict[s
         assert [v["status"] for v in s.kstatus_failing] == ["Failed", "Failed"], s.kstatus_failing
     # after the fix: Stalled False on both, `wait` ready once the graph is, kstatus no longer Failed
     for obj in (s.recovered_dcd, s.recovered_dgd):
-        assert conditions(obj)["Stalled"]["status"] == "False", obj
+        assert stalled(obj, "False", "Recovered"), obj
     code, result = s.fixed
     assert code == 0 and result["result"] == "ready", result
     if s.kstatus_fixed is not None:
