@@ -48,10 +48,11 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 import envtest
 import yaml
+from dynamo import dcds, deployment, make_graph
 from kube import ApiError, Kube
 
 if TYPE_CHECKING:
@@ -623,3 +624,30 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         yield node
     finally:
         node.stop()
+
+
+# --- the Pods the tests run on the node ---------------------------------------------------------------------
+
+
+def container(image: str, script: str, name: str = "main", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script], **extra}
+
+
+def spec(containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    # busybox's sh as PID 1 ignores SIGTERM: a grace period of 1 s keeps deletions short
+    return {
+        "containers": containers,
+        "terminationGracePeriodSeconds": 1,
+        "automountServiceAccountToken": False,
+        **extra,
+    }
+
+
+def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None:
+    """The graph llm with one component, worker: its DGD and DCD as the operator leaves them, and the
+    DCD's Deployment, whose Pods carry the graph's labels, with the case's Pod spec."""
+    make_graph(kube, namespace, deployments=False)
+    dcd = kube.get(f"{dcds(namespace)}/llm-worker")
+    manifest = deployment("llm-worker", "llm", "worker", dcd)
+    manifest["spec"]["template"]["spec"] = template
+    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", manifest)

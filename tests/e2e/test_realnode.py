@@ -33,8 +33,9 @@ import pytest
 import realnode
 import yaml
 from cli import crashwatch_command, run
-from dynamo import conditions, dcds, deployment, dgds, make_graph
+from dynamo import conditions, dcds, dgds
 from kube import ApiError, Kube, eventually
+from realnode import container, make_component, spec
 from watcher import Watcher
 
 pytestmark = pytest.mark.e2e
@@ -45,20 +46,6 @@ TIMEOUT = 360  # seconds for every case to have shown what it must (about 2 minu
 
 
 # --- the cases --------------------------------------------------------------------------------------------
-
-
-def container(image: str, script: str, name: str = "main", **extra: Any) -> dict[str, Any]:
-    return {"name": name, "image": image, "imagePullPolicy": "Never", "command": ["sh", "-c", script], **extra}
-
-
-def spec(containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    # busybox's sh as PID 1 ignores SIGTERM: a grace period of 1 s keeps deletions short
-    return {
-        "containers": containers,
-        "terminationGracePeriodSeconds": 1,
-        "automountServiceAccountToken": False,
-        **extra,
-    }
 
 
 LAST_WORDS = "model-failed-to-load"  # what exits-at-once says before it exits: tail shows it from the kubelet
@@ -121,16 +108,6 @@ CASES = (
         exit_code=137,
     ),
 )
-
-
-def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None:
-    """The graph llm with one component, worker: its DGD and DCD as the operator leaves them, and the
-    DCD's Deployment, whose Pods carry the graph's labels, with the case's Pod spec."""
-    make_graph(kube, namespace, deployments=False)
-    dcd = kube.get(f"{dcds(namespace)}/llm-worker")
-    manifest = deployment("llm-worker", "llm", "worker", dcd)
-    manifest["spec"]["template"]["spec"] = template
-    kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", manifest)
 
 
 # --- what a session of the cases collects -----------------------------------------------------------------
