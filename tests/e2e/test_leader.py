@@ -136,6 +136,8 @@ def test_a_killed_leaders_successor_reports_a_crash_loop_once_the_lease_runs_out
         took = time.monotonic() - began
         # liveness with room for a loaded machine; how soon (under LEASE + 1 s) is bench/failover.py's figure
         assert took < LEASE + 5, f"{took:.2f}s"
+        # a write is said once its answer is in, which may come after this test read the DGD back
+        follower.wait_for(lambda: len(follower.writes()) >= 2, 10, "both writes said")
         assert leads(follower) and len(follower.writes()) == 2
         lease = kube.get(lease_path(namespace))["spec"]
         assert lease["holderIdentity"] == identity(follower) and lease["leaseTransitions"] == 1
@@ -157,6 +159,8 @@ def test_a_leader_stopped_by_sigterm_releases_the_lease_and_the_other_takes_over
         assert took < LEASE + 2, f"{took:.2f}s"
         crash_loop(kube, namespace, "llm-worker-0")
         wait(lambda: failed(kube, namespace), 10, "failed")
+        follower.wait_for(lambda: len(follower.writes()) >= 2, 10, "both writes said")
+        time.sleep(0.5)  # and no more
         assert len(follower.writes()) == 2
 
 

@@ -230,9 +230,16 @@ def test_a_failure_another_writer_overwrites_is_reasserted_at_once_then_with_gro
             kube.merge_patch(f"{dcds(namespace)}/llm-worker/status", {"status": {"conditions": overwritten}})
             wait(lambda: crash_looping(kube, namespace, "llm-worker"), 15, "reasserted")
             seen.append(time.monotonic())
-        writes = [line for line in w.writes() if "DynamoComponentDeployment" in line]
+
+        def dcd_writes() -> int:
+            return len([line for line in w.writes() if "DynamoComponentDeployment" in line])
+
+        # a write's line is printed once its answer is in, which may be after this test read the status back
+        wait(lambda: dcd_writes() >= 4, 10, "the fourth write said")
+        time.sleep(1)
+        writes = dcd_writes()
     gaps = [b - a for a, b in itertools.pairwise(seen)]
-    assert len(writes) == 4  # the first write and one per overwrite: no tight loop
+    assert writes == 4  # the first write and one per overwrite: no tight loop
     assert gaps[1] > gaps[0] + 0.5 and gaps[2] > gaps[1] + 0.5  # at once, then 1 s, 2 s after the last write
 
 
