@@ -52,6 +52,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 import envtest
 import yaml
+from cli import crashwatch_command
 from dynamo import dcds, deployment, make_graph
 from kube import ApiError, Kube
 
@@ -651,3 +652,16 @@ def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None
     manifest = deployment("llm-worker", "llm", "worker", dcd)
     manifest["spec"]["template"]["spec"] = template
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", manifest)
+
+
+def wait_for_graph(namespace: str, kubeconfig: Path, timeout: str, *flags: str) -> subprocess.Popen[str]:
+    """`crashwatch wait dgd/llm -o json` on the graph of make_component(), started and left running; `flags`
+    are the tier's (its recovery window, its graces)."""
+    command = [*crashwatch_command(), "wait", "dgd/llm", "-n", namespace, "--timeout", timeout, "-o", "json"]
+    return subprocess.Popen(
+        [*command, *flags, "--kubeconfig", str(kubeconfig)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )

@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 import realnode
 import yaml
-from cli import crashwatch_command, run
+from cli import run
 from dynamo import conditions, dcds, dgds
 from kube import ApiError, Kube, eventually
 from realnode import container, make_component, spec
@@ -224,30 +224,6 @@ def events_written(kube: Kube, case: Case, seen: Seen) -> bool:
     return {(kind, reason) for kind in kinds for reason in wanted.get(case.verdict, set())} <= reasons
 
 
-def wait_command(namespace: str, kubeconfig: Path, timeout: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *crashwatch_command(),
-            "wait",
-            "dgd/llm",
-            "-n",
-            namespace,
-            "--timeout",
-            timeout,
-            "-o",
-            "json",
-            "--recovery-window",
-            WINDOW,
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-
-
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realnode.Node]:
     yield from realnode.started(tmp_path_factory)
@@ -280,7 +256,10 @@ def session(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> It
         poller.start()
         for case in CASES:
             make_component(kube, seen[case.name].namespace, case.template(node.busybox))
-        waits = {case.name: wait_command(seen[case.name].namespace, kubeconfig, "5m") for case in CASES}
+        waits = {
+            case.name: realnode.wait_for_graph(seen[case.name].namespace, kubeconfig, "5m", "--recovery-window", WINDOW)
+            for case in CASES
+        }
         try:
 
             def all_done() -> bool:

@@ -35,7 +35,6 @@ from typing import Any
 
 import pytest
 import realnode
-from cli import crashwatch_command
 from dynamo import conditions, dcds, dgds
 from kube import ApiError, Kube, eventually
 from realnode import container, make_component, spec
@@ -293,30 +292,6 @@ def kstatus_of(*objects: dict[str, Any]) -> list[dict[str, str]] | None:
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
 
 
-def wait_for_graph(namespace: str, kubeconfig: Path, timeout: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [
-            *crashwatch_command(),
-            "wait",
-            "dgd/llm",
-            "-n",
-            namespace,
-            "--timeout",
-            timeout,
-            "-o",
-            "json",
-            *GRACES,
-            *WINDOW,
-            "--kubeconfig",
-            str(kubeconfig),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        stdin=subprocess.DEVNULL,
-        text=True,
-    )
-
-
 def waited(processes: dict[str, subprocess.Popen[str]]) -> dict[str, tuple[int, dict[str, Any]]]:
     results = {}
     for name, process in processes.items():
@@ -415,7 +390,10 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
 
             eventually(all_stalled, TIMEOUT, "every diagnosis written", step=1)
             failing = waited(
-                {case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in RUNNING}
+                {
+                    case.name: realnode.wait_for_graph(seen[case.name].namespace, kubeconfig, "2m", *GRACES, *WINDOW)
+                    for case in RUNNING
+                }
             )
             for case in RUNNING:
                 s = seen[case.name]
@@ -440,7 +418,12 @@ def session(node: realnode.Node) -> Iterator[dict[str, Seen]]:
             eventually(all_recovered, TIMEOUT, "every fix seen and the Stalled conditions cleared", step=1)
             for case in RUNNING:
                 play_the_operator(kube, seen[case.name].namespace)
-            fixed = waited({case.name: wait_for_graph(seen[case.name].namespace, kubeconfig, "2m") for case in RUNNING})
+            fixed = waited(
+                {
+                    case.name: realnode.wait_for_graph(seen[case.name].namespace, kubeconfig, "2m", *GRACES, *WINDOW)
+                    for case in RUNNING
+                }
+            )
             for case in RUNNING:
                 s = seen[case.name]
                 s.fixed = fixed[case.name]
