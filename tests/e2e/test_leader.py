@@ -198,14 +198,19 @@ def test_a_leader_cut_off_stops_writing_before_its_lease_expires_and_never_write
             leader.wait_for(lambda: "is held by" in leader.stderr(), 15, "the old leader following")
             make_ready(kube, namespace, "llm-worker-0")
             wait(lambda: dgd_state(kube, namespace)[0] != "failed", 10, "cleared")
-            time.sleep(1)
+            follower.wait_for(lambda: len(follower.writes()) >= 4, 10, "the four writes said")
+            time.sleep(1)  # and no more
             assert leader.writes() == []
             assert len(follower.writes()) == 4
             assert not leads(leader)
+            # Read while the new leader still holds the lease. Once it stops it releases the lease, and the
+            # old leader, whose watches may still be replaying the crash loop they missed while cut off,
+            # takes over and writes what it has seen so far: its own verdict, not this test's subject.
+            dcd = kube.get(f"{dcds(namespace)}/llm-worker")
+            stalled = next(c for c in dcd["status"]["conditions"] if c["type"] == "Stalled")
+            assert stalled["status"] == "False"
     finally:
         proxy.close()
-    dcd = kube.get(f"{dcds(namespace)}/llm-worker")
-    assert next(c for c in dcd["status"]["conditions"] if c["type"] == "Stalled")["status"] == "False"
 
 
 def test_the_watcher_pods_role_is_enough_to_elect_a_leader(
