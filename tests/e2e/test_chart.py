@@ -210,6 +210,8 @@ def test_on_the_nodes_network_the_watcher_listens_where_its_probes_ask_and_no_se
     for probe in ("readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {**default["containers"][0][probe]["httpGet"], "host": "127.0.0.1"}
     assert container["ports"] == [{"name": "http", "containerPort": 9400}]
+    # the port is the node's: a rollout cannot start a new replica beside the old one on its node
+    assert one(docs, "Deployment")["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
     # with shards, the shard's ordinal comes first and the extra variables after it
     docs = helm.template("--set", "shards.enabled=true", "--set-json", f"extraEnv={json.dumps(env)}")
     (statefulset,) = [d for d in docs if d["kind"] == "StatefulSet"]
