@@ -25,7 +25,7 @@ import yaml
 from dynamo import crash_loop_written, labelled_pod, make_graph
 from kube import NODE, ApiError, Kube, crash_loop, eventually, make_ready
 from promtool_bin import promtool
-from scrapes import METRIC, Target, duration_seconds, input_series, names
+from scrapes import METRIC, Target, duration_seconds, input_series, names, render_annotation
 from waiters_bin import waiters_bin
 from watcher import Watcher, http_get
 
@@ -472,8 +472,18 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
     rules_file = tmp_path / "rules.yaml"
     rules_file.write_text(yaml.safe_dump({"groups": groups}))
     healthy_steps, crashing_steps = 4, wait // 30 + 2
+    # the page names the finding: the live watcher's crashwatch_component_diagnosed, through the query
+    labels = {"namespace": namespace, "graph": "llm", "job": fullname}
+    finding = {"component": "worker", "container": "main", "pod": "llm-worker-0", "exit_code": "1"}
+    annotations = rule["annotations"]
+    said = "component worker, container main of Pod llm-worker-0, down after exit code 1;"
+    assert said in render_annotation(annotations["description"], labels, "1", [finding])
     series = input_series([[(target, healthy)]] * healthy_steps + [[(target, crashing)]] * crashing_steps)
     assert any(f'namespace="{namespace}"' in s["series"] for s in series), "the crash loop is not in the scrape"
+    assert any(
+        s["series"].startswith("crashwatch_component_diagnosed{") and 'pod="llm-worker-0"' in s["series"]
+        for s in series
+    )
     test = {
         "rule_files": [str(rules_file)],
         "evaluation_interval": "30s",
@@ -495,10 +505,7 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
                                     "severity": "critical",
                                 },
                                 "exp_annotations": {
-                                    k: v.replace("{{ $labels.namespace }}", namespace)
-                                    .replace("{{ $labels.graph }}", "llm")
-                                    .replace("{{ $value }}", "1")
-                                    for k, v in rule["annotations"].items()
+                                    k: render_annotation(v, labels, "1", [finding]) for k, v in annotations.items()
                                 },
                             }
                         ],
