@@ -85,7 +85,8 @@ class Metrics:
         )
         self.synced = Gauge(
             "crashwatch_synced",
-            "1 once every watched resource has been listed: verdicts and statuses are decided from then on.",
+            "1 once every watched resource has been listed (verdicts and statuses are decided from then on), "
+            "and 0 again while one is out of sync: two requests of it in a row failed, until one succeeds.",
             registry=self.registry,
         )
         self._components: dict[tuple[str, str], set[str]] = {}
