@@ -174,6 +174,17 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
         assert crashing[("crashwatch_crash_looping_components", graph)] == 1
         assert crashing[("crashwatch_failed_graphs", ())] == 1
         assert crashing[("crashwatch_status_writes_total", (("result", "written"),))] >= 2
+        # and the finding: the crash-looping Pod, its container and exit code, as the kubelet reported them
+        (crashed,) = [p["metadata"]["name"] for p in kube.get(f"/api/v1/namespaces/{watched}/pods")["items"]]
+        finding = {
+            **dict(graph),
+            "component": "worker",
+            "reason": "ContainerCrashLooping",
+            "pod": crashed,
+            "container": "main",
+            "exit_code": "1",
+        }
+        assert [dict(labels) for name, labels in crashing if name == "crashwatch_component_diagnosed"] == [finding]
         # the writes were the chart's ServiceAccount's
         account = f"system:serviceaccount:{where}:{deployment['spec']['template']['spec']['serviceAccountName']}"
         patched = {
