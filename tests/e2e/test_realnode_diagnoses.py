@@ -621,9 +621,9 @@ def session(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> It
             Registry(node.parts.busybox, "crashwatch-test/slow-worker", "1") as registry,
         ):
             node.plain_http_registry(registry.host)
-            registry.refuse_until = time.monotonic() + REFUSED_FOR
             for watcher in (runner, slow_runner, rec):
                 watcher.wait_synced(60)
+            registry.refuse_until = time.monotonic() + REFUSED_FOR
             for start in slow.values():
                 make_component(kube, start.namespace, start.template(node.busybox, registry.image))
                 slow_waits[start.name] = realnode.wait_for_graph(start.namespace, kubeconfig, "5m", *WINDOW)
