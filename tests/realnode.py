@@ -452,10 +452,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [{cri}.cni]
   bin_dir = "{CNI_BIN}"
   conf_dir = "{net}"
+
+[{cri}.registry]
+  # a registry's hosts.toml, read at each pull: plain_http_registry() writes one for a stand-in on loopback
+  config_path = "{base / "certs.d"}"
 """
         )
         self._start("containerd", ["containerd", "--config", str(config), "--log-level", "warn"])
         self._wait("containerd", lambda: self.ctr("version", timeout=10).returncode == 0, 60)
+
+    def plain_http_registry(self, host: str) -> None:
+        """Lets containerd pull from `host` (HOST:PORT, a stand-in registry on loopback: tests/registry.py) over
+        plain HTTP, as a hosts.toml says it."""
+        folder = self.workdir / "containerd" / "certs.d" / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts.toml").write_text(
+            f'server = "http://{host}"\n\n[host."http://{host}"]\n  capabilities = ["pull", "resolve"]\n'
+        )
 
     def import_image(self, tarball: Path) -> str:
         done = self.ctr("images", "import", str(tarball), timeout=300)

@@ -403,6 +403,8 @@ def test_the_verdict_on_a_real_kubelets_statuses(session: Session, case: Case) -
         assert conditions(s.final_dcd)["Stalled"]["status"] == "True"
         assert s.final_dgd["status"]["state"] == "failed"
         assert conditions(s.final_dgd)["Stalled"]["reason"] == "ComponentCrashLooping"
+        if case.name == "oom-killed":  # named as such, with its memory limit (pipeline.diagnoses)
+            assert conditions(s.final_dcd)["Stalled"]["message"].endswith("(OOMKilled, memory limit 16Mi)"), s.final_dcd
         # every write of the DGD said failed: the status was never cleared in between
         writes = [w for w in session.run_writes if f"DynamoGraphDeployment {s.namespace}/llm:" in w]
         assert writes and all("state=failed" in w for w in writes), writes
