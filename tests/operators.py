@@ -365,11 +365,25 @@ class Setup:
     workdir: Path
 
 
-def wait_operator_ready(controllers: Controllers, timeout: float = 120) -> Process:
-    """Start the operator again (after Controllers.stop_operator) and wait until it answers /readyz."""
+def wait_operator_ready(controllers: Controllers, timeout: float = 180) -> Process:
+    """Start the operator again (after Controllers.stop_operator) and wait until it answers /readyz and its
+    DynamoGraphDeployment controller runs (its caches synced: /readyz says yes before that)."""
+    log = controllers.workdir / "operator.log"
+    offset = log.stat().st_size if log.exists() else 0
     operator = controllers.start_operator()
     health = _operator_health_port(controllers.operator_args)
     _wait(operator, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), timeout, "/readyz")
+
+    def reconciling() -> bool:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        return any(
+            "Starting workers" in line and '"controller": "DynamoGraphDeployment",' in line
+            for line in text.splitlines()
+        )
+
+    _wait(operator, reconciling, timeout, "the DynamoGraphDeployment controller's workers")
     return operator
 
 
@@ -403,13 +417,20 @@ def configure(plane: envtest.ControlPlane, tmp_path_factory: pytest.TempPathFact
     return setup
 
 
-def launch(setup: Setup, plane: envtest.ControlPlane) -> Controllers:
+def launch(setup: Setup, plane: envtest.ControlPlane, webhook_host: str = "127.0.0.1") -> Controllers:
     """On the started control plane configure() prepared: the prerequisites, LWS's webhooks, LWS and the
-    operator running, its CRDs settled. The caller stops them (Controllers.stop) before the plane."""
+    operator running, its CRDs settled. The caller stops them (Controllers.stop) before the plane.
+
+    `webhook_host`: where the operator's conversion webhook listens. On loopback (the default) the API
+    server reaches it through an ExternalName Service, which serves admission-style calls but NOT
+    conversion ("unsupported service type ExternalName"): enough while every object is read at its stored
+    version, not once the operator, restarted, reads DGDs at v1alpha1 (its cache then never syncs, and it
+    exits after 2 minutes). A real node gives a non-loopback address of this machine: then a Service with
+    an EndpointSlice there, which conversion can use."""
     controllers = Controllers(plane, setup.workdir)
     try:
         kube = plane.kube()
-        _operator_prerequisites(kube, setup.certs, setup.operator_port)
+        _operator_prerequisites(kube, setup.certs, setup.operator_port, webhook_host)
         if setup.lws_bin is not None:
             for doc in lws_webhooks(setup.lws_bin.parent / "src", setup.lws_port, setup.certs.ca):
                 kind = doc["kind"].lower() + "s"
@@ -422,6 +443,7 @@ def launch(setup: Setup, plane: envtest.ControlPlane) -> Controllers:
             setup.operator_bin / "manager",
             setup.certs.write(setup.workdir / "operator-certs"),
             setup.operator_port,
+            webhook_host,
         )
         operator = controllers.start_operator()
         health = _operator_health_port(controllers.operator_args)
@@ -466,7 +488,7 @@ def on_node(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
     controllers: Controllers | None = None
     try:
         node.start()
-        controllers = launch(setup, node.plane)
+        controllers = launch(setup, node.plane, webhook_host=node.ip)
         print(
             f"\nreal node up in {node.started_in:.1f}s (kubelet at {node.ip}), the operator"
             f"{' and LWS' if lws else ''} beside it",
@@ -507,7 +529,7 @@ def _settled(kube: Kube, operator: Process, quiet: float = 3.0, timeout: float =
     raise RuntimeError(f"the operator's CRDs did not settle in {timeout:.0f}s:\n{operator.tail()}")
 
 
-def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
+def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int, host: str = "127.0.0.1") -> None:
     import base64
 
     kube.create(
@@ -540,6 +562,9 @@ def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
     # the conversion webhook's Service, resolved by the API server (aggregator routing) to where the operator
     # listens on loopback: an ExternalName Service naming localhost (an EndpointSlice may not name a loopback
     # address), on the port the CRDs' conversion webhooks call
+    if not host.startswith("127."):
+        _webhook_service_at(kube, host, port)
+        return
     kube.create(
         f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services",
         {
@@ -555,7 +580,43 @@ def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
     )
 
 
-def _operator_argv(controllers: Controllers, manager: Path, cert_dir: Path, port: int) -> list[str]:
+def _webhook_service_at(kube: Kube, address: str, port: int) -> None:
+    """The webhook Service as a cluster has it: no selector, an EndpointSlice (and the Endpoints older
+    resolvers read) naming `address`, a non-loopback address of this machine."""
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": WEBHOOK_SERVICE},
+            "spec": {"ports": [{"name": "https", "port": port, "targetPort": port, "protocol": "TCP"}]},
+        },
+    )
+    kube.create(
+        f"/apis/discovery.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/endpointslices",
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": WEBHOOK_SERVICE, "labels": {"kubernetes.io/service-name": WEBHOOK_SERVICE}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        },
+    )
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/endpoints",
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": WEBHOOK_SERVICE},
+            "subsets": [{"addresses": [{"ip": address}], "ports": [{"name": "https", "port": port}]}],
+        },
+    )
+
+
+def _operator_argv(
+    controllers: Controllers, manager: Path, cert_dir: Path, port: int, host: str = "127.0.0.1"
+) -> list[str]:
     config = {
         "apiVersion": "operator.config.dynamo.nvidia.com/v1alpha1",
         "kind": "OperatorConfiguration",
@@ -563,7 +624,7 @@ def _operator_argv(controllers: Controllers, manager: Path, cert_dir: Path, port
             "metrics": {"bindAddress": "127.0.0.1", "port": envtest.free_port(), "secure": False},
             "healthProbe": {"bindAddress": "127.0.0.1", "port": envtest.free_port()},
             "webhook": {
-                "host": "127.0.0.1",
+                "host": host,
                 "port": port,
                 "certDir": str(cert_dir),
                 "certProvisionMode": "manual",
