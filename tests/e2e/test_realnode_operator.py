@@ -8,8 +8,10 @@ graph to `successful`). What is shown, with the waiters' own readings (kstatus, 
 `crashwatch wait`, `helm install --wait`): the graph reads failed soon after the crash that makes the loop,
 and no version of the DGD from then on is healthy or kstatus Current while the worker crash-loops, whatever
 the operator rewrites; after the fix (a chart upgrade with a worker that stays up) it reads healthy soon
-after the operator's `successful`; an operator restart and a crashwatch restart mid-loop change nothing a
-waiter reads. bench/realnode_operator.py measures the status writes of a longer crash loop.
+after the operator's `successful`; `crashwatch record` of it replays to the run's verdicts; an operator
+restart and a crashwatch restart mid-loop change nothing a waiter reads; and a real LeaderWorkerSet group,
+recreated by the real LWS controller at each first restart, is diagnosed as a crash loop and cleared once
+the group stays Ready. bench/realnode_operator.py measures the status writes of a longer crash loop.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ FIXED = f"{PROBES} && exec httpd -f -p 9090 -h /tmp/www"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[realnode.Node, Controllers]]:
-    yield from operators.on_node(tmp_path_factory, lws=False)
+    yield from operators.on_node(tmp_path_factory)
 
 
 @pytest.fixture
@@ -367,6 +369,176 @@ def test_a_real_crash_loop_beside_the_real_operator_reads_failed_until_the_fix(
     assert any(line[1] for line in verdicts_of(run_lines))  # the crash loop, then its end
 
 
+def graph(image: str, script: str) -> dict[str, Any]:
+    """The chart's DGD, created directly (no Helm)."""
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": GRAPH},
+        "spec": {
+            "backendFramework": "vllm",
+            "components": [
+                {
+                    "name": "VllmDecodeWorker",
+                    "type": "worker",
+                    "replicas": 1,
+                    "podTemplate": {
+                        "spec": {
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": image,
+                                    "imagePullPolicy": "Never",
+                                    "command": ["sh", "-c", script],
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+# --- a real LeaderWorkerSet group on the node -----------------------------------------------------------------
+
+LWS = "leaderworkerset.sigs.k8s.io"
+# The leader (LWS_WORKER_INDEX 0) serves the probes and stays up; the worker counts its incarnations (one
+# folder per Pod uid, in a hostPath that outlives the group's recreations) and exits 1 after 2 s in the
+# first three, then stays up too: three recreations of the whole group, then a group that stays Ready.
+SERVE = f"{PROBES} && exec httpd -f -p 9090 -h /tmp/www"
+
+
+def group_script(failures: int) -> str:
+    return (
+        f'if [ "$LWS_WORKER_INDEX" = 0 ]; then {SERVE}; fi; mkdir -p "/count/$POD_UID"; '
+        f"if [ $(ls /count | wc -l) -gt {failures} ]; then {SERVE}; fi; sleep 2; exit 1"
+    )
+
+
+GROUP = group_script(3)
+
+
+def multinode_graph(image: str, count: Path, script: str = GROUP) -> dict[str, Any]:
+    manifest = graph(image, script)
+    worker = manifest["spec"]["components"][0]
+    worker["multinode"] = {"nodeCount": 2}
+    pod = worker["podTemplate"]["spec"]
+    # the operator refuses an LWS Pod whose main container has no args: the script goes there
+    pod["containers"][0]["command"], pod["containers"][0]["args"] = ["sh", "-c"], [script]
+    pod["containers"][0]["env"] = [{"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "count", "mountPath": "/count"}]
+    pod["volumes"] = [{"name": "count", "hostPath": {"path": str(count), "type": "DirectoryOrCreate"}}]
+    return manifest
+
+
+def test_a_real_lws_group_recreated_by_the_real_controller_on_the_node_is_a_crash_loop_until_it_stays_ready(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
+) -> None:
+    lwss = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    dgd_versions = Recorder(kube, dgds(namespace))
+    try:
+        with crashwatch(controllers, namespace) as w:
+            w.wait_synced(60)
+            kube.create(dgds(namespace), multinode_graph(node.busybox, node.workdir / f"count-{namespace}"))
+            eventually(lambda: len(kube.get(lwss)["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+            lws = kube.get(lwss)["items"][0]
+            name = lws["metadata"]["name"]
+            assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+            dcd_name = next(
+                d["metadata"]["name"] for d in kube.get(dcds(namespace))["items"] if "worker" in d["metadata"]["name"]
+            )
+            dcd_path = f"{dcds(namespace)}/{dcd_name}"
+
+            def reported() -> bool:
+                dcd = kube.get(dcd_path)
+                return is_stalled(dcd) and conditions(dcd)["Available"]["reason"] == "ContainerCrashLooping"
+
+            eventually(reported, 240, "the DCD reporting the recreation loop", step=0.1)
+            dcd = kube.get(dcd_path)
+            eventually(lambda: failed(kube.get(f"{dgds(namespace)}/{GRAPH}")), 60, "the DGD failed", step=0.1)
+            dgd = kube.get(f"{dgds(namespace)}/{GRAPH}")
+            w.wait_line('"recreations"', 30)
+            # the fourth incarnation stays up, Ready: the loop is over
+            eventually(lambda: not is_stalled(kube.get(dcd_path)), 240, "the DCD cleared", step=0.5)
+            eventually(
+                lambda: (
+                    kube.get(f"{dgds(namespace)}/{GRAPH}")["status"].get("state") == "successful"
+                    and not is_stalled(kube.get(f"{dgds(namespace)}/{GRAPH}"))
+                ),
+                120,
+                "the DGD healthy",
+            )
+            lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    finally:
+        pod_versions.close()
+        dgd_versions.close()
+    leaders = {
+        s.obj["metadata"]["uid"]
+        for s in pod_versions.snapshot(f"{name}-0")
+        if s.obj["metadata"]["labels"].get(f"{LWS}/worker-index") == "0"
+    }
+    worker_restarts = [(worker_main(s.obj) or {}).get("restartCount", 0) for s in pod_versions.snapshot(f"{name}-0-1")]
+    print(
+        f"the group: {len(leaders)} leader uids, worker restartCount at most {max(worker_restarts, default=0)}; "
+        f"DCD: {conditions(dcd)['Stalled']['message']}",
+        file=sys.stderr,
+    )
+    assert len(leaders) >= 3  # the whole group recreated, the leader under the same name with a new uid
+    assert max(worker_restarts) <= 1  # LWS recreates at the first restart: never a CrashLoopBackOff
+    assert "is recreation-looping" in conditions(dcd)["Stalled"]["message"]
+    assert is_stalled(dgd) and conditions(dgd)["Ready"]["reason"] == "component_crash_looping"
+    components = [line for line in lines if line.get("kind") == "component"]
+    at = next(i for i, line in enumerate(components) if line.get("crash_looping"))
+    looping = components[at]
+    assert looping["lws"] == name and looping["group"] == "0" and looping["recreations"] >= 2
+    assert looping["exit_code"] == 1 and looping["pod"] == f"{name}-0-1"
+    assert not components[-1]["crash_looping"] and len(components) > at + 1  # cleared, once
+
+
+def test_one_recreation_of_a_real_lws_group_followed_by_a_healthy_group_is_no_crash_loop(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
+) -> None:
+    lwss = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    dcd_versions = Recorder(kube, dcds(namespace))
+    dgd_versions = Recorder(kube, dgds(namespace))
+    try:
+        with crashwatch(controllers, namespace) as w:
+            w.wait_synced(60)
+            script = group_script(1)
+            kube.create(dgds(namespace), multinode_graph(node.busybox, node.workdir / f"count-{namespace}", script))
+            eventually(lambda: len(kube.get(lwss)["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+            name = kube.get(lwss)["items"][0]["metadata"]["name"]
+
+            def leaders() -> set[str]:
+                return {s.obj["metadata"]["uid"] for s in pod_versions.snapshot(f"{name}-0")}
+
+            eventually(lambda: len(leaders()) >= 2, 180, "the group recreated once", step=0.5)
+            eventually(
+                lambda: kube.get(f"{dgds(namespace)}/{GRAPH}")["status"].get("state") == "successful",
+                180,
+                "the second incarnation Ready",
+                step=0.5,
+            )
+            time.sleep(10)  # the group stays up: nothing is to be said about it
+            lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    finally:
+        pod_versions.close()
+        dcd_versions.close()
+        dgd_versions.close()
+    print(f"the group: {len(leaders())} leader uids; {len(lines)} lines of crashwatch", file=sys.stderr)
+    assert len(leaders()) == 2  # recreated once, as LWS does at the first restart
+    assert not [line for line in lines if line.get("crash_looping") or line.get("failed")], lines
+    assert not [s.obj for s in dcd_versions.snapshot() if is_stalled(s.obj)]
+    assert not [s.obj for s in dgd_versions.snapshot(GRAPH) if is_stalled(s.obj) or failed(s.obj)]
+
+
+# --- last: the restarted operator is not the one the tests above were set up with ---------------------------
+
+
 def test_an_operator_restart_and_a_crashwatch_restart_mid_loop_change_nothing_a_waiter_reads(
     controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
 ) -> None:
@@ -418,36 +590,3 @@ def test_an_operator_restart_and_a_crashwatch_restart_mid_loop_change_nothing_a_
     assert not [r for obj, v, r in zip(looping, verdicts, readings, strict=True) if healthy(obj, v)], readings
     assert all(v == "Failed" for v in verdicts), readings
     assert failed(kube.get(path))
-
-
-def graph(image: str, script: str) -> dict[str, Any]:
-    """The chart's DGD, created directly (no Helm)."""
-    return {
-        "apiVersion": "nvidia.com/v1beta1",
-        "kind": "DynamoGraphDeployment",
-        "metadata": {"name": GRAPH},
-        "spec": {
-            "backendFramework": "vllm",
-            "components": [
-                {
-                    "name": "VllmDecodeWorker",
-                    "type": "worker",
-                    "replicas": 1,
-                    "podTemplate": {
-                        "spec": {
-                            "terminationGracePeriodSeconds": 1,
-                            "containers": [
-                                {
-                                    "name": "main",
-                                    "image": image,
-                                    "imagePullPolicy": "Never",
-                                    "command": ["sh", "-c", script],
-                                }
-                            ],
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
