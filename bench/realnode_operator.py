@@ -158,6 +158,7 @@ def main() -> int:
                 ended = audit_now()
                 last = restarts(kube)
                 seen = [s for s in versions.snapshot(GRAPH) if s.at >= since]
+                written = w.writes()
             finally:
                 versions.close()
         ours = operators.status_writes(controllers.plane, CRASHWATCH, began, ended)
@@ -186,6 +187,9 @@ def main() -> int:
     print(f"kstatus of the {len(seen)} DGD versions in the window: {sorted(set(verdicts))}")
     budget_dgd, budget_dcd = runs + len(stretches), runs + theirs["dcd"]
     print(f"budget (one per restart + one per rewrite answered): DGD {budget_dgd}, DCD {budget_dcd}")
+    print(f"crashwatch said it wrote ({len(written)} lines, the whole run):")
+    for line in written:
+        print(f"  {line.removeprefix('crashwatch: wrote ')}")
     return 0
 
 
