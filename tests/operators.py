@@ -352,8 +352,45 @@ class Controllers:
                 raise AssertionError(f"{process.name} exited with {process.popen.returncode}:\n{process.tail()}")
 
 
-def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Iterator[Controllers]:
-    """A control plane of its own with the real operator (and LWS) running, until the generator is closed."""
+@dataclass
+class Setup:
+    """What the controllers need, decided before their control plane starts: the binaries, the webhook
+    certificates and ports (the CRDs name them), and a folder for their configurations and logs."""
+
+    operator_bin: Path
+    lws_bin: Path | None
+    certs: WebhookCerts
+    operator_port: int
+    lws_port: int
+    workdir: Path
+
+
+def wait_operator_ready(controllers: Controllers, timeout: float = 180) -> Process:
+    """Start the operator again (after Controllers.stop_operator) and wait until it answers /readyz and its
+    DynamoGraphDeployment controller runs (its caches synced: /readyz says yes before that)."""
+    log = controllers.workdir / "operator.log"
+    offset = log.stat().st_size if log.exists() else 0
+    operator = controllers.start_operator()
+    health = _operator_health_port(controllers.operator_args)
+    _wait(operator, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), timeout, "/readyz")
+
+    def reconciling() -> bool:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode(errors="replace")
+        return any(
+            "Starting workers" in line and '"controller": "DynamoGraphDeployment",' in line
+            for line in text.splitlines()
+        )
+
+    _wait(operator, reconciling, timeout, "the DynamoGraphDeployment controller's workers")
+    return operator
+
+
+def configure(plane: envtest.ControlPlane, tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Setup:
+    """Add what the controllers need to a control plane not yet started, whatever else it carries (a real
+    node's options): aggregator routing, the statefulset controller, their CRDs, the audited group. Skips,
+    with one line, where the controllers cannot be had."""
     operator_bin = binaries("dynamo")
     lws_bin = binaries("lws") if lws else None
     why = _can_unshare()
@@ -361,44 +398,108 @@ def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
         pytest.skip(
             f"the operator tier is skipped: {why} (the operator's namespace file needs a private mount namespace)"
         )
-    workdir = tmp_path_factory.mktemp("operators")
-    certs = webhook_certs((f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc", f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}"))
-    operator_port, lws_port = envtest.free_port(), envtest.free_port()
-    crds = operator_crds(operator_bin.parent / "src", operator_port, certs.ca)
+    setup = Setup(
+        operator_bin,
+        lws_bin,
+        webhook_certs((f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}.svc", f"{WEBHOOK_SERVICE}.{OPERATOR_NAMESPACE}")),
+        envtest.free_port(),
+        envtest.free_port(),
+        tmp_path_factory.mktemp("operators"),
+    )
+    crds = operator_crds(operator_bin.parent / "src", setup.operator_port, setup.certs.ca)
     if lws_bin is not None:
         crds += [*lws_crds(lws_bin.parent / "src"), VOLCANO_PODGROUP_CRD]
-    plane_bin = envtest.binaries()
-    plane = envtest.ControlPlane(
-        plane_bin,
-        tmp_path_factory.mktemp("controlplane"),
-        apiserver_args=["--enable-aggregator-routing=true"],
-        controller_names=(*envtest.CONTROLLERS, "statefulset-controller"),
-        audited_groups=(*envtest.AUDITED_GROUPS, AUDITED),
-        crds=crds,
-    )
-    controllers = Controllers(plane, workdir)
+    plane.apiserver_args = [*plane.apiserver_args, "--enable-aggregator-routing=true"]
+    if "statefulset-controller" not in (*plane.controller_names, *plane.extra_controllers):
+        plane.extra_controllers = (*plane.extra_controllers, "statefulset-controller")
+    plane.audited_groups = (*plane.audited_groups, AUDITED)
+    plane.crds = crds
+    return setup
+
+
+def launch(setup: Setup, plane: envtest.ControlPlane, webhook_host: str = "127.0.0.1") -> Controllers:
+    """On the started control plane configure() prepared: the prerequisites, LWS's webhooks, LWS and the
+    operator running, its CRDs settled. The caller stops them (Controllers.stop) before the plane.
+
+    `webhook_host`: where the operator's conversion webhook listens. On loopback (the default) the API
+    server reaches it through an ExternalName Service, which serves admission-style calls but NOT
+    conversion ("unsupported service type ExternalName"): enough while every object is read at its stored
+    version, not once the operator, restarted, reads DGDs at v1alpha1 (its cache then never syncs, and it
+    exits after 2 minutes). A real node gives a non-loopback address of this machine: then a Service with
+    an EndpointSlice there, which conversion can use."""
+    controllers = Controllers(plane, setup.workdir)
     try:
-        plane.start()
         kube = plane.kube()
-        _operator_prerequisites(kube, certs, operator_port)
-        if lws_bin is not None:
-            for doc in lws_webhooks(lws_bin.parent / "src", lws_port, certs.ca):
+        _operator_prerequisites(kube, setup.certs, setup.operator_port, webhook_host)
+        if setup.lws_bin is not None:
+            for doc in lws_webhooks(setup.lws_bin.parent / "src", setup.lws_port, setup.certs.ca):
                 kind = doc["kind"].lower() + "s"
                 kube.create(f"/apis/admissionregistration.k8s.io/v1/{kind}", doc)
-            controllers.lws = _start_lws(controllers, lws_bin / "manager", certs.write(workdir / "lws-certs"), lws_port)
+            controllers.lws = _start_lws(
+                controllers, setup.lws_bin / "manager", setup.certs.write(setup.workdir / "lws-certs"), setup.lws_port
+            )
         controllers.operator_args = _operator_argv(
-            controllers, operator_bin / "manager", certs.write(workdir / "operator-certs"), operator_port
+            controllers,
+            setup.operator_bin / "manager",
+            setup.certs.write(setup.workdir / "operator-certs"),
+            setup.operator_port,
+            webhook_host,
         )
         operator = controllers.start_operator()
         health = _operator_health_port(controllers.operator_args)
         _wait(operator, lambda: _healthy(f"http://127.0.0.1:{health}/readyz"), 120, "/readyz")
         _settled(kube, operator)
+    except BaseException:
+        controllers.stop()
+        raise
+    return controllers
+
+
+def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Iterator[Controllers]:
+    """A control plane of its own with the real operator (and LWS) running, until the generator is closed."""
+    plane = envtest.ControlPlane(
+        envtest.binaries(),
+        tmp_path_factory.mktemp("controlplane"),
+        controller_names=(*envtest.CONTROLLERS, "statefulset-controller"),
+    )
+    setup = configure(plane, tmp_path_factory, lws)
+    controllers: Controllers | None = None
+    try:
+        plane.start()
+        controllers = launch(setup, plane)
         print(f"\noperator up in {plane.url}; control plane in {plane.started_in:.1f}s", file=sys.stderr)
         yield controllers
     finally:
-        controllers.stop()
+        if controllers is not None:
+            controllers.stop()
         plane.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        shutil.rmtree(setup.workdir, ignore_errors=True)
+
+
+def on_node(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Iterator[tuple[Any, Controllers]]:
+    """A real node (tests/realnode.py: kubelet, containerd, runc) with the real operator (and LWS) on its
+    control plane, which carries both the node's options and the controllers'; until the generator is
+    closed. Skipped, with one line, where either cannot be had."""
+    import realnode
+
+    found, envtest_bin = realnode.available()
+    node = realnode.make(found, envtest_bin, tmp_path_factory.mktemp("node"), tmp_path_factory.mktemp("node-plane"))
+    setup = configure(node.plane, tmp_path_factory, lws)
+    controllers: Controllers | None = None
+    try:
+        node.start()
+        controllers = launch(setup, node.plane, webhook_host=node.ip)
+        print(
+            f"\nreal node up in {node.started_in:.1f}s (kubelet at {node.ip}), the operator"
+            f"{' and LWS' if lws else ''} beside it",
+            file=sys.stderr,
+        )
+        yield node, controllers
+    finally:
+        if controllers is not None:
+            controllers.stop()
+        node.stop()
+        shutil.rmtree(setup.workdir, ignore_errors=True)
 
 
 def _settled(kube: Kube, operator: Process, quiet: float = 3.0, timeout: float = 120) -> None:
@@ -428,7 +529,7 @@ def _settled(kube: Kube, operator: Process, quiet: float = 3.0, timeout: float =
     raise RuntimeError(f"the operator's CRDs did not settle in {timeout:.0f}s:\n{operator.tail()}")
 
 
-def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
+def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int, host: str = "127.0.0.1") -> None:
     import base64
 
     kube.create(
@@ -461,6 +562,9 @@ def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
     # the conversion webhook's Service, resolved by the API server (aggregator routing) to where the operator
     # listens on loopback: an ExternalName Service naming localhost (an EndpointSlice may not name a loopback
     # address), on the port the CRDs' conversion webhooks call
+    if not host.startswith("127."):
+        _webhook_service_at(kube, host, port)
+        return
     kube.create(
         f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services",
         {
@@ -476,7 +580,43 @@ def _operator_prerequisites(kube: Kube, certs: WebhookCerts, port: int) -> None:
     )
 
 
-def _operator_argv(controllers: Controllers, manager: Path, cert_dir: Path, port: int) -> list[str]:
+def _webhook_service_at(kube: Kube, address: str, port: int) -> None:
+    """The webhook Service as a cluster has it: no selector, an EndpointSlice (and the Endpoints older
+    resolvers read) naming `address`, a non-loopback address of this machine."""
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services",
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": WEBHOOK_SERVICE},
+            "spec": {"ports": [{"name": "https", "port": port, "targetPort": port, "protocol": "TCP"}]},
+        },
+    )
+    kube.create(
+        f"/apis/discovery.k8s.io/v1/namespaces/{OPERATOR_NAMESPACE}/endpointslices",
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": WEBHOOK_SERVICE, "labels": {"kubernetes.io/service-name": WEBHOOK_SERVICE}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address], "conditions": {"ready": True}}],
+            "ports": [{"name": "https", "port": port, "protocol": "TCP"}],
+        },
+    )
+    kube.create(
+        f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/endpoints",
+        {
+            "apiVersion": "v1",
+            "kind": "Endpoints",
+            "metadata": {"name": WEBHOOK_SERVICE},
+            "subsets": [{"addresses": [{"ip": address}], "ports": [{"name": "https", "port": port}]}],
+        },
+    )
+
+
+def _operator_argv(
+    controllers: Controllers, manager: Path, cert_dir: Path, port: int, host: str = "127.0.0.1"
+) -> list[str]:
     config = {
         "apiVersion": "operator.config.dynamo.nvidia.com/v1alpha1",
         "kind": "OperatorConfiguration",
@@ -484,7 +624,7 @@ def _operator_argv(controllers: Controllers, manager: Path, cert_dir: Path, port
             "metrics": {"bindAddress": "127.0.0.1", "port": envtest.free_port(), "secure": False},
             "healthProbe": {"bindAddress": "127.0.0.1", "port": envtest.free_port()},
             "webhook": {
-                "host": "127.0.0.1",
+                "host": host,
                 "port": port,
                 "certDir": str(cert_dir),
                 "certProvisionMode": "manual",

@@ -616,14 +616,13 @@ def make(found: Parts, controlplane_bin: Path, workdir: Path, plane_dir: Path) -
     return Node(found, workdir, plane)
 
 
-def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    """A node and its control plane, up until the generator is closed; skipped with one line where this
-    machine cannot run one, a failure under CI=true where only its parts are missing."""
+def available() -> tuple[Parts, Path]:
+    """The node's parts and the control plane's binaries; skipped with one line where this machine cannot
+    run a node, a failure under CI=true where only its parts are missing."""
     import pytest
 
     try:
-        found = parts()
-        envtest_bin = envtest.binaries()
+        return parts(), envtest.binaries()
     except NodeUnavailable as exc:
         if os.environ.get("CI") and not exc.machine:
             pytest.fail(f"the real-node tests must run under CI, but {exc}: {ENABLE}")
@@ -632,6 +631,11 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         if os.environ.get("CI"):
             pytest.fail(f"the real-node tests must run under CI, but {exc}: {envtest.ENABLE}")
         pytest.skip(f"real-node tests skipped: {exc}; to run them, {envtest.ENABLE}")
+
+
+def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """A node and its control plane, up until the generator is closed (skipped as available() says)."""
+    found, envtest_bin = available()
     node = make(found, envtest_bin, tmp_path_factory.mktemp("node"), tmp_path_factory.mktemp("node-controlplane"))
     try:
         node.start()

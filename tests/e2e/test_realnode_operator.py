@@ -1,0 +1,592 @@
+"""crashwatch beside the real Dynamo operator on a real node (tests/operators.py on tests/realnode.py): the
+operator turns a DGD into a DCD, a Deployment and Pods, and a real kubelet runs them, with its own
+backoffs, and the HTTP startup, readiness and liveness probes the operator puts on every worker.
+
+The worker is busybox: it serves the probe paths with busybox `httpd` on the system port for a moment and
+exits 1, so it is a real crash loop that is Ready for a moment between crashes (the operator then flips the
+graph to `successful`). What is shown, with the waiters' own readings (kstatus, the Argo CD checks,
+`crashwatch wait`, `helm install --wait`): the graph reads failed soon after the crash that makes the loop,
+and no version of the DGD from then on is healthy or kstatus Current while the worker crash-loops, whatever
+the operator rewrites; after the fix (a chart upgrade with a worker that stays up) it reads healthy soon
+after the operator's `successful`; `crashwatch record` of it replays to the run's verdicts; an operator
+restart and a crashwatch restart mid-loop change nothing a waiter reads; and a real LeaderWorkerSet group,
+recreated by the real LWS controller at each first restart, is diagnosed as a crash loop and cleared once
+the group stays Ready. bench/realnode_operator.py measures the status writes of a longer crash loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import argocd
+import operators
+import pytest
+import realnode
+import yaml
+from cli import run
+from dynamo import conditions, dcds, dgds
+from kube import Kube, eventually
+from operators import Controllers, Recorder, Seen
+from waiters_bin import waiters_bin
+from watcher import Watcher, kubeconfig_args
+
+pytestmark = pytest.mark.e2e
+
+CHART = Path(__file__).resolve().parent / "charts" / "dynamo-graph-operator"
+GRAPH = "llm"
+CRASHWATCH = "crashwatch-realnode-operator"  # crashwatch's identity in the audit log
+WINDOW = "30s"  # --recovery-window, as the real-node tier runs it: longer than the worker's runs
+# The operator's worker probes: HTTP GET /live (startup, liveness) and /health (readiness) on the system
+# port 9090 (deploy/operator internal/dynamo/component_worker.go). busybox httpd serves them as files.
+PROBES = "mkdir -p /tmp/www && echo ok > /tmp/www/live && echo ok > /tmp/www/health"
+# seconds a crashing run serves its probes before it exits 1: longer than the period of the startup probe
+# (10 s, ticking from the Pod's start, not the container's), so that each run is Ready for a moment
+UP = 11
+CRASHES = f"{PROBES} && httpd -p 9090 -h /tmp/www && sleep {UP} && exit 1"
+FIXED = f"{PROBES} && exec httpd -f -p 9090 -h /tmp/www"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[realnode.Node, Controllers]]:
+    yield from operators.on_node(tmp_path_factory)
+
+
+@pytest.fixture
+def controllers(cluster: tuple[realnode.Node, Controllers]) -> Controllers:
+    return cluster[1]
+
+
+@pytest.fixture
+def node(cluster: tuple[realnode.Node, Controllers]) -> realnode.Node:
+    return cluster[0]
+
+
+@pytest.fixture
+def kube(controllers: Controllers) -> Kube:
+    return controllers.kube()
+
+
+@pytest.fixture
+def namespace(kube: Kube, controllers: Controllers) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    try:
+        yield name
+    finally:
+        controllers.check_alive()
+        kube.delete(f"/api/v1/namespaces/{name}")
+
+
+# --- what the waiters read ------------------------------------------------------------------------------
+
+
+def kstatus(objects: list[dict[str, Any]]) -> list[str]:
+    """kstatus's own verdict (sigs.k8s.io/cli-utils status.Compute, tests/waiters) on each object."""
+    if not objects:
+        return []
+    done = subprocess.run(
+        [str(waiters_bin() / "kstatus")], input=json.dumps(objects).encode(), capture_output=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    verdicts = [json.loads(line)["status"] for line in done.stdout.decode().splitlines()]
+    assert len(verdicts) == len(objects)
+    return verdicts
+
+
+def reading(obj: dict[str, Any], verdict: str) -> str:
+    """One version as the waiters read it: kstatus, Argo CD's health, the operator's state."""
+    health, _ = argocd.health(argocd.DGD, obj)
+    return f"{verdict}/{health}/{obj.get('status', {}).get('state', '-')}"
+
+
+def healthy(obj: dict[str, Any], verdict: str) -> bool:
+    """What any waiter would take as done: kstatus Current, or Argo CD Healthy, or state successful with no
+    failure beside it."""
+    return verdict == "Current" or argocd.health(argocd.DGD, obj)[0] == "Healthy"
+
+
+def is_stalled(obj: dict[str, Any]) -> bool:
+    return conditions(obj).get("Stalled", {}).get("status") == "True"
+
+
+def failed(obj: dict[str, Any]) -> bool:
+    return obj.get("status", {}).get("state") == "failed" and is_stalled(obj)
+
+
+# --- the worker's Pods ------------------------------------------------------------------------------------
+
+
+def worker_main(pod: dict[str, Any]) -> dict[str, Any] | None:
+    return next((c for c in pod.get("status", {}).get("containerStatuses", []) if c["name"] == "main"), None)
+
+
+def loop_began(pods: list[Seen]) -> float | None:
+    """When the crash that makes the loop was seen: a worker container down after a non-zero exit, having
+    restarted at least twice (the crash-loop rule), on a Pod not being deleted."""
+    for seen in pods:
+        main = worker_main(seen.obj)
+        if main is None or seen.obj["metadata"].get("deletionTimestamp"):
+            continue
+        code = main.get("state", {}).get("terminated", {}).get("exitCode")
+        if main["restartCount"] >= 2 and code not in (None, 0):
+            return seen.at
+    return None
+
+
+def ready_flips(pods: list[Seen], since: float) -> int:
+    """How many times a worker Pod turned Ready after `since` (the operator's `successful` triggers)."""
+    flips, last = 0, False
+    for seen in pods:
+        ready = any(
+            c["type"] == "Ready" and c["status"] == "True" for c in seen.obj.get("status", {}).get("conditions", [])
+        )
+        if ready and not last and seen.at >= since:
+            flips += 1
+        last = ready
+    return flips
+
+
+def restarts(kube: Kube, namespace: str) -> int:
+    counts = [
+        (worker_main(p) or {}).get("restartCount", 0)
+        for p in kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        if not p["metadata"].get("deletionTimestamp")
+    ]
+    return max(counts, default=0)
+
+
+# --- helm ---------------------------------------------------------------------------------------------------
+
+
+class Helm:
+    """The real helm binary (tests/waiters) with homes of its own, against the node's control plane."""
+
+    def __init__(self, kubeconfig: Path, namespace: str, home: Path) -> None:
+        self.binary, self.namespace, self.home = waiters_bin() / "helm", namespace, home
+        self.env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+            "KUBECONFIG": str(kubeconfig),
+        }
+
+    def command(self, *args: str) -> list[str]:
+        return [str(self.binary), *args, "--namespace", self.namespace]
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.command(*args), env=self.env, capture_output=True, text=True, timeout=120)
+
+    @contextmanager
+    def start(self, name: str, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
+        log = self.home / f"{name}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(self.command(*args, "--debug"), env=self.env, stdout=out, stderr=out)
+        try:
+            yield process, log
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=15)
+
+
+def chart_values(image: str, script: str) -> tuple[str, ...]:
+    return ("--set", f"image={image}", "--set-string", f"script={script}")
+
+
+def adopt(kube: Kube, namespace: str, manifest: dict[str, Any]) -> None:
+    """Apply the chart's DGD as Helm would (its field manager and ownership metadata), so that `helm install`
+    adopts an object that already has the operator's status: a custom resource with no status at all reads
+    as Current to kstatus, and a DGD created by `helm install` itself would race the operator's first write."""
+    name = manifest["metadata"]["name"]
+    manifest = {
+        **manifest,
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": GRAPH, "meta.helm.sh/release-namespace": namespace},
+        },
+    }
+    kube.request("PATCH", f"{dgds(namespace)}/{name}?fieldManager=helm", manifest, "application/apply-patch+yaml")
+
+
+def crashwatch(controllers: Controllers, namespace: str) -> Watcher:
+    kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
+    return Watcher("run", "-n", namespace, "-o", "json", "--recovery-window", WINDOW, *kubeconfig_args(kubeconfig))
+
+
+def verdicts_of(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """What must agree between a live run and the replay of its recording: each component verdict."""
+    return [
+        (line["dcd"], line.get("crash_looping"), line.get("container"), line.get("restarts"), line.get("exit_code"))
+        for line in lines
+        if line.get("kind") == "component"
+    ]
+
+
+def versions_after(recorder: Recorder, since: float) -> list[dict[str, Any]]:
+    return [s.obj for s in recorder.snapshot(GRAPH) if s.at >= since and s.type != "DELETED"]
+
+
+# --- the tests ----------------------------------------------------------------------------------------------
+
+
+def test_a_real_crash_loop_beside_the_real_operator_reads_failed_until_the_fix(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    helm = Helm(controllers.user_kubeconfig("helm-user"), namespace, tmp_path)
+    rendered = helm.run("template", GRAPH, str(CHART), *chart_values(node.busybox, CRASHES))
+    assert rendered.returncode == 0, rendered.stderr
+    (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    path = f"{dgds(namespace)}/{GRAPH}"
+    dgd_versions = Recorder(kube, dgds(namespace))
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    dcd_versions = Recorder(kube, dcds(namespace))
+    user = controllers.user_kubeconfig("waiter")
+    try:
+        recording = tmp_path / "recording.jsonl"
+        record = ("record", "-n", namespace, "-o", str(recording), "--recovery-window", WINDOW)
+        with crashwatch(controllers, namespace) as w, Watcher(*record, *kubeconfig_args(user)) as recorder:
+            w.wait_synced(60)
+            recorder.wait_synced(60)
+            adopt(kube, namespace, manifest)
+            generation = kube.get(path)["metadata"]["generation"]
+            eventually(
+                lambda: kube.get(path).get("status", {}).get("observedGeneration") == generation,
+                60,
+                "the operator's first status",
+            )
+            began = eventually(lambda: loop_began(pod_versions.snapshot()) is not None, 240, "the crash loop")
+            print(f"the crash loop began {began:.1f}s after the DGD's first status", file=sys.stderr)
+            eventually(lambda: failed(kube.get(path)), 60, "the DGD failed", step=0.1)
+            # the waiters, started while the loop runs (before it, the worker's first run is Ready for a
+            # moment and the graph `successful`: a waiter then is done, rightly, before any crash)
+            waiter = realnode.wait_for_graph(namespace, user, "10m", "--recovery-window", WINDOW)
+            install_args = ("install", GRAPH, str(CHART), *chart_values(node.busybox, CRASHES), "--wait")
+            with helm.start("install", *install_args, "--timeout", "10m") as (install, install_log):
+                eventually(lambda: install.poll() is not None, 60, "helm install --wait to give up")
+                waited_out, waited_err = waiter.communicate(timeout=60)
+                # through one more run of the container (Ready for a moment) and its crash: the operator
+                # writes `successful` on the Ready flip, crashwatch's verdict must hold
+                seen_restarts = restarts(kube, namespace)
+                eventually(lambda: restarts(kube, namespace) > seen_restarts, 120, "one more restart", step=0.5)
+                after_restart = time.monotonic()
+                eventually(
+                    lambda: any(
+                        (worker_main(s.obj) or {}).get("state", {}).get("terminated")
+                        for s in pod_versions.snapshot()
+                        if s.at > after_restart
+                    ),
+                    60,
+                    "its crash",
+                    step=0.2,
+                )
+            install_output = install_log.read_text(errors="replace")
+            loop_at = loop_began(pod_versions.snapshot())
+            assert loop_at is not None
+            first_failed = next(s.at for s in dgd_versions.snapshot(GRAPH) if failed(s.obj))
+            looping = versions_after(dgd_versions, first_failed)
+            worker_dcds = [s.obj for s in dcd_versions.snapshot() if s.at >= first_failed and s.type != "DELETED"]
+
+            # the fix, as a chart upgrade
+            fix_at = time.monotonic()
+            upgrade_args = ("upgrade", GRAPH, str(CHART), *chart_values(node.busybox, FIXED), "--wait")
+            with helm.start("upgrade", *upgrade_args, "--timeout", "5m") as (upgrade, upgrade_log):
+                eventually(lambda: upgrade.poll() is not None, 300, "helm upgrade --wait to end")
+            upgrade_output = upgrade_log.read_text(errors="replace")
+            fixed = kube.get(path)
+            eventually(lambda: not is_stalled(kube.get(path)), 60, "the DGD cleared")
+            recovered = realnode.wait_for_graph(namespace, user, "1m")
+            recovered_out, recovered_err = recovered.communicate(timeout=90)
+            time.sleep(1)  # the last lines
+            run_lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    finally:
+        dgd_versions.close()
+        pod_versions.close()
+        dcd_versions.close()
+
+    # the loop: read failed soon, and never healthy after that, by any waiter
+    took = first_failed - loop_at
+    print(f"the DGD read failed {took:.3f}s after the crash that made the loop", file=sys.stderr)
+    assert took < 30  # a fraction of a second even on a loaded machine
+    verdicts = kstatus(looping)
+    readings = [reading(obj, v) for obj, v in zip(looping, verdicts, strict=True)]
+    flips = ready_flips(pod_versions.snapshot(), first_failed)
+    print(
+        f"{len(looping)} DGD versions from the first failure through the loop, {flips} Ready flips of the "
+        f"worker: {sorted(set(readings))}",
+        file=sys.stderr,
+    )
+    assert flips >= 1  # the worker was Ready for a moment after the verdict: the operator's `successful` case
+    assert not [r for obj, v, r in zip(looping, verdicts, readings, strict=True) if healthy(obj, v)], readings
+    assert all(v == "Failed" for v in verdicts), readings
+    dcd_verdicts = kstatus(worker_dcds)
+    assert "Current" not in [
+        v for obj, v in zip(worker_dcds, dcd_verdicts, strict=True) if "worker" in obj["metadata"]["name"]
+    ]
+    assert waiter.returncode == 1, waited_out + waited_err
+    assert json.loads(waited_out)  # its reason, on stdout
+    assert install.returncode != 0, install_output
+    assert f"DynamoGraphDeployment/{namespace}/{GRAPH} not ready. status: Failed" in install_output
+
+    # the fix: the operator's `successful` at the new generation, then healthy
+    new_generation = fixed["metadata"]["generation"]
+    at_new = [
+        s for s in dgd_versions.snapshot(GRAPH) if s.at >= fix_at and s.obj["metadata"]["generation"] == new_generation
+    ]
+    new_verdicts = kstatus([s.obj for s in at_new])
+    failed_at_new = [
+        (round(s.at - fix_at, 2), reading(s.obj, v)) for s, v in zip(at_new, new_verdicts, strict=True) if v == "Failed"
+    ]
+    successful = next(s.at for s in at_new if s.obj.get("status", {}).get("state") == "successful")
+    healthy_at = next(s.at for s, v in zip(at_new, new_verdicts, strict=True) if healthy(s.obj, v) and v == "Current")
+    print(
+        f"after the fix: healthy {healthy_at - successful:+.3f}s from the operator's `successful`; "
+        f"{len(at_new)} versions at the new generation, {len(failed_at_new)} read kstatus Failed: {failed_at_new}; "
+        f"helm upgrade --wait exited {upgrade.returncode}",
+        file=sys.stderr,
+    )
+    assert healthy_at - successful < 30  # within 5 s on an idle machine: bench and docs/benchmarks.md
+    # the rollout's old crash-looping Pod may still fail the new generation (the core's known case): then
+    # and only then may the upgrade fail
+    assert upgrade.returncode == 0 or failed_at_new, upgrade_output
+    assert recovered.returncode == 0, recovered_out + recovered_err
+
+    # the recording replays to the same component verdicts as the live run
+    replayed = run("replay", "-o", "json", "--recovery-window", WINDOW, str(recording))
+    assert replayed.returncode == 0, replayed.stderr
+    replay_lines = [json.loads(line) for line in replayed.stdout.decode().splitlines()]
+    assert verdicts_of(replay_lines) == verdicts_of(run_lines)
+    assert any(line[1] for line in verdicts_of(run_lines))  # the crash loop, then its end
+
+
+def graph(image: str, script: str) -> dict[str, Any]:
+    """The chart's DGD, created directly (no Helm)."""
+    return {
+        "apiVersion": "nvidia.com/v1beta1",
+        "kind": "DynamoGraphDeployment",
+        "metadata": {"name": GRAPH},
+        "spec": {
+            "backendFramework": "vllm",
+            "components": [
+                {
+                    "name": "VllmDecodeWorker",
+                    "type": "worker",
+                    "replicas": 1,
+                    "podTemplate": {
+                        "spec": {
+                            "terminationGracePeriodSeconds": 1,
+                            "containers": [
+                                {
+                                    "name": "main",
+                                    "image": image,
+                                    "imagePullPolicy": "Never",
+                                    "command": ["sh", "-c", script],
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+# --- a real LeaderWorkerSet group on the node -----------------------------------------------------------------
+
+LWS = "leaderworkerset.sigs.k8s.io"
+# The leader (LWS_WORKER_INDEX 0) serves the probes and stays up; the worker counts its incarnations (one
+# folder per Pod uid, in a hostPath that outlives the group's recreations) and exits 1 after 2 s in the
+# first three, then stays up too: three recreations of the whole group, then a group that stays Ready.
+SERVE = f"{PROBES} && exec httpd -f -p 9090 -h /tmp/www"
+
+
+def group_script(failures: int) -> str:
+    return (
+        f'if [ "$LWS_WORKER_INDEX" = 0 ]; then {SERVE}; fi; mkdir -p "/count/$POD_UID"; '
+        f"if [ $(ls /count | wc -l) -gt {failures} ]; then {SERVE}; fi; sleep 2; exit 1"
+    )
+
+
+GROUP = group_script(3)
+
+
+def multinode_graph(image: str, count: Path, script: str = GROUP) -> dict[str, Any]:
+    manifest = graph(image, script)
+    worker = manifest["spec"]["components"][0]
+    worker["multinode"] = {"nodeCount": 2}
+    pod = worker["podTemplate"]["spec"]
+    # the operator refuses an LWS Pod whose main container has no args: the script goes there
+    pod["containers"][0]["command"], pod["containers"][0]["args"] = ["sh", "-c"], [script]
+    pod["containers"][0]["env"] = [{"name": "POD_UID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "count", "mountPath": "/count"}]
+    pod["volumes"] = [{"name": "count", "hostPath": {"path": str(count), "type": "DirectoryOrCreate"}}]
+    return manifest
+
+
+def test_a_real_lws_group_recreated_by_the_real_controller_on_the_node_is_a_crash_loop_until_it_stays_ready(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
+) -> None:
+    lwss = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    dgd_versions = Recorder(kube, dgds(namespace))
+    try:
+        with crashwatch(controllers, namespace) as w:
+            w.wait_synced(60)
+            kube.create(dgds(namespace), multinode_graph(node.busybox, node.workdir / f"count-{namespace}"))
+            eventually(lambda: len(kube.get(lwss)["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+            lws = kube.get(lwss)["items"][0]
+            name = lws["metadata"]["name"]
+            assert lws["spec"]["leaderWorkerTemplate"]["size"] == 2
+            dcd_name = next(
+                d["metadata"]["name"] for d in kube.get(dcds(namespace))["items"] if "worker" in d["metadata"]["name"]
+            )
+            dcd_path = f"{dcds(namespace)}/{dcd_name}"
+
+            def reported() -> bool:
+                dcd = kube.get(dcd_path)
+                return is_stalled(dcd) and conditions(dcd)["Available"]["reason"] == "ContainerCrashLooping"
+
+            eventually(reported, 240, "the DCD reporting the recreation loop", step=0.1)
+            dcd = kube.get(dcd_path)
+            eventually(lambda: failed(kube.get(f"{dgds(namespace)}/{GRAPH}")), 60, "the DGD failed", step=0.1)
+            dgd = kube.get(f"{dgds(namespace)}/{GRAPH}")
+            w.wait_line('"recreations"', 30)
+            # the fourth incarnation stays up, Ready: the loop is over
+            eventually(lambda: not is_stalled(kube.get(dcd_path)), 240, "the DCD cleared", step=0.5)
+            eventually(
+                lambda: (
+                    kube.get(f"{dgds(namespace)}/{GRAPH}")["status"].get("state") == "successful"
+                    and not is_stalled(kube.get(f"{dgds(namespace)}/{GRAPH}"))
+                ),
+                120,
+                "the DGD healthy",
+            )
+            lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    finally:
+        pod_versions.close()
+        dgd_versions.close()
+    leaders = {
+        s.obj["metadata"]["uid"]
+        for s in pod_versions.snapshot(f"{name}-0")
+        if s.obj["metadata"]["labels"].get(f"{LWS}/worker-index") == "0"
+    }
+    worker_restarts = [(worker_main(s.obj) or {}).get("restartCount", 0) for s in pod_versions.snapshot(f"{name}-0-1")]
+    print(
+        f"the group: {len(leaders)} leader uids, worker restartCount at most {max(worker_restarts, default=0)}; "
+        f"DCD: {conditions(dcd)['Stalled']['message']}",
+        file=sys.stderr,
+    )
+    assert len(leaders) >= 3  # the whole group recreated, the leader under the same name with a new uid
+    assert max(worker_restarts) <= 1  # LWS recreates at the first restart: never a CrashLoopBackOff
+    assert "is recreation-looping" in conditions(dcd)["Stalled"]["message"]
+    assert is_stalled(dgd) and conditions(dgd)["Ready"]["reason"] == "component_crash_looping"
+    components = [line for line in lines if line.get("kind") == "component"]
+    at = next(i for i, line in enumerate(components) if line.get("crash_looping"))
+    looping = components[at]
+    assert looping["lws"] == name and looping["group"] == "0" and looping["recreations"] >= 2
+    assert looping["exit_code"] == 1 and looping["pod"] == f"{name}-0-1"
+    assert not components[-1]["crash_looping"] and len(components) > at + 1  # cleared, once
+
+
+def test_one_recreation_of_a_real_lws_group_followed_by_a_healthy_group_is_no_crash_loop(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
+) -> None:
+    lwss = f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    dcd_versions = Recorder(kube, dcds(namespace))
+    dgd_versions = Recorder(kube, dgds(namespace))
+    try:
+        with crashwatch(controllers, namespace) as w:
+            w.wait_synced(60)
+            script = group_script(1)
+            kube.create(dgds(namespace), multinode_graph(node.busybox, node.workdir / f"count-{namespace}", script))
+            eventually(lambda: len(kube.get(lwss)["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+            name = kube.get(lwss)["items"][0]["metadata"]["name"]
+
+            def leaders() -> set[str]:
+                return {s.obj["metadata"]["uid"] for s in pod_versions.snapshot(f"{name}-0")}
+
+            eventually(lambda: len(leaders()) >= 2, 180, "the group recreated once", step=0.5)
+            eventually(
+                lambda: kube.get(f"{dgds(namespace)}/{GRAPH}")["status"].get("state") == "successful",
+                180,
+                "the second incarnation Ready",
+                step=0.5,
+            )
+            time.sleep(10)  # the group stays up: nothing is to be said about it
+            lines = [json.loads(line) for line in w.snapshot(w.out) if line.startswith("{")]
+    finally:
+        pod_versions.close()
+        dcd_versions.close()
+        dgd_versions.close()
+    print(f"the group: {len(leaders())} leader uids; {len(lines)} lines of crashwatch", file=sys.stderr)
+    assert len(leaders()) == 2  # recreated once, as LWS does at the first restart
+    assert not [line for line in lines if line.get("crash_looping") or line.get("failed")], lines
+    assert not [s.obj for s in dcd_versions.snapshot() if is_stalled(s.obj)]
+    assert not [s.obj for s in dgd_versions.snapshot(GRAPH) if is_stalled(s.obj) or failed(s.obj)]
+
+
+# --- last: the restarted operator is not the one the tests above were set up with ---------------------------
+
+
+def test_an_operator_restart_and_a_crashwatch_restart_mid_loop_change_nothing_a_waiter_reads(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str
+) -> None:
+    path = f"{dgds(namespace)}/{GRAPH}"
+    dgd_versions = Recorder(kube, dgds(namespace))
+    pod_versions = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+    try:
+        with crashwatch(controllers, namespace) as first:
+            first.wait_synced(60)
+            kube.create(f"{dgds(namespace)}", graph(node.busybox, CRASHES))
+            eventually(lambda: loop_began(pod_versions.snapshot()) is not None, 240, "the crash loop")
+            eventually(lambda: failed(kube.get(path)), 60, "the DGD failed", step=0.1)
+            since = time.monotonic()
+            # the operator restarts: it reconciles every graph afresh, and rewrites `state`
+            controllers.stop_operator()
+            operators.wait_operator_ready(controllers)
+            seen_restarts = restarts(kube, namespace)
+        # crashwatch restarts (the first one stopped), while the worker still crash-loops
+        with crashwatch(controllers, namespace) as second:
+            second.wait_synced(60)
+            eventually(lambda: restarts(kube, namespace) > seen_restarts, 120, "one more restart", step=0.5)
+            after_restart = time.monotonic()
+            eventually(
+                lambda: any(
+                    (worker_main(s.obj) or {}).get("state", {}).get("terminated")
+                    for s in pod_versions.snapshot()
+                    if s.at > after_restart
+                ),
+                60,
+                "its crash",
+                step=0.2,
+            )
+            controllers.stop_operator()
+            operators.wait_operator_ready(controllers)
+            eventually(lambda: failed(kube.get(path)), 60, "the DGD failed after the second operator restart")
+            time.sleep(2)  # what the operator and crashwatch write in answer to each other, recorded
+            writes = second.writes()
+    finally:
+        dgd_versions.close()
+        pod_versions.close()
+    looping = versions_after(dgd_versions, since)
+    verdicts = kstatus(looping)
+    readings = [reading(obj, v) for obj, v in zip(looping, verdicts, strict=True)]
+    print(
+        f"{len(looping)} DGD versions through two operator restarts and a crashwatch restart: "
+        f"{sorted(set(readings))}; the second crashwatch wrote {len(writes)} statuses",
+        file=sys.stderr,
+    )
+    assert not [r for obj, v, r in zip(looping, verdicts, readings, strict=True) if healthy(obj, v)], readings
+    assert all(v == "Failed" for v in verdicts), readings
+    assert failed(kube.get(path))
