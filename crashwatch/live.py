@@ -380,7 +380,10 @@ async def _watch(
                 if pending == 0:
                     life.synced = True
                     if metrics is not None:
-                        metrics.synced.set(1)
+                        # from now on read at each scrape: 0 again while a reflector is out of sync (two
+                        # failed requests in a row: stream.reflector), which /readyz does not follow
+                        watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
+                        metrics.synced.set_function(lambda: float(all(r.in_sync for r in watched)))
                     count = sum(len(r.known) for r in reflectors)
                     log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
                     if options.command in ("run", "wait", "get"):  # statuses or readiness to decide

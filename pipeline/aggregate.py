@@ -35,6 +35,7 @@ from pipeline.groups import (
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW, Holds, rfc3339
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
 from pipeline.readiness import graph_readiness
+from pipeline.rollouts import REPLACEMENT_GRACE, replaced
 from pipeline.status import (
     DCD_CONDITION,
     DCD_REASON_CRASH_LOOPING,
@@ -63,6 +64,8 @@ from stream.objects import Condition, read_labels
 K = TypeVar("K", bound=Hashable)
 M = TypeVar("M", bound=Hashable)
 EPOCH = "1970-01-01T00:00:00Z"
+NONE_MESSAGE = "no Pod is crash-looping"
+REPLACED_MESSAGE = "its crash-looping Pods are of the spec before a change that replaces them"
 
 
 def _on_streak(history: GroupHistory) -> bool:
@@ -182,6 +185,11 @@ class Aggregator:
         self._dcd_by_component: Index[ComponentKey, ObjectKey] = Index()
         self._dcd_by_graph: Index[GraphKey, ObjectKey] = Index()
         self.dgds = store.dgds
+        # Pods of a component that a spec change replaced (pipeline.rollouts), by key, with their uid: their
+        # crashes no longer count; and per such component, when its replacement grace ends
+        self._superseded: dict[ObjectKey, str] = {}
+        self._replacing: dict[ComponentKey, float] = {}
+        self._replacing_deadlines: list[tuple[float, ComponentKey]] = []
         # the status last decided for each DCD/DGD and the view it was decided on: a plan, not a record
         # of writes (what was written and is being written is the status patcher's alone); it lets a
         # plan read an object as it will be once that status lands, until a newer view of it comes in
@@ -242,13 +250,19 @@ class Aggregator:
                 assert previous is None or type(previous) is DcdView
                 return self._apply_dcd(change.key, previous, dcd if upsert else None, change.time)
             case DgdView() as dgd:
-                return self._apply_dgd(change.key, dgd if upsert else None, change.time)
+                assert previous is None or type(previous) is DgdView
+                return self._apply_dgd(change.key, previous, dgd if upsert else None, change.time)
             case LwsView() as lws:
                 return self._apply_lws(change.key, lws if upsert else None, change.time)
 
     def pending(self) -> bool:
         """Whether something waits for time to pass (only then need events' times be read)."""
-        return self.holds.pending() or self.graces.pending() or bool(self._gone_deadlines)
+        return (
+            self.holds.pending()
+            or self.graces.pending()
+            or bool(self._gone_deadlines)
+            or bool(self._replacing_deadlines)
+        )
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
@@ -258,7 +272,13 @@ class Aggregator:
         if now is None:
             return []
         gone, window, graces = self._gone_deadlines, self.group_window, self.graces
-        if now < self.holds.earliest() and now < graces.earliest() and (not gone or now < gone[0][0]):
+        replacing = self._replacing_deadlines
+        if (
+            now < self.holds.earliest()
+            and now < graces.earliest()
+            and (not gone or now < gone[0][0])
+            and (not replacing or now < replacing[0][0])
+        ):
             if self.holds.now is None or now > self.holds.now:  # the usual case: nothing due
                 self.holds.now = now
             if graces.now is None or now > graces.now:
@@ -287,6 +307,12 @@ class Aggregator:
             emptied = history.emptied if history is not None else None
             if history is not None and not history.pods and emptied is not None and emptied + window == deadline:
                 due.append((deadline, self._drop_group(group_key, history)))
+        while replacing and replacing[0][0] <= now:
+            deadline, component = heapq.heappop(replacing)
+            if self._replacing.get(component) == deadline:
+                del self._replacing[component]
+                if self._unreplaced(component):
+                    due.append((deadline, [component]))
         outputs: list[Output] = []
         for deadline, components in sorted(due, key=lambda d: d[0]):
             outputs += self._settle(components, rfc3339(deadline))
@@ -297,6 +323,10 @@ class Aggregator:
     def _apply_pod(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
         if old is None and new is None:
             return []
+        if self._superseded:
+            uid = self._superseded.get(key)
+            if uid is not None and (new is None or new.uid != uid):  # gone, or replaced under its name
+                del self._superseded[key]
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         held = self.holds.held
@@ -510,8 +540,14 @@ class Aggregator:
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         state = self._components[component]
         best: Finding | None = None
-        held, graced = self.holds.held, self.graces.tracked
+        held, graced, superseded = self.holds.held, self.graces.tracked, self._superseded
+        replaced_only = False
         for key in state.looping:
+            if superseded and key in superseded:
+                pod = self.pods.get(key)
+                if pod is not None and pod.uid == superseded[key]:
+                    replaced_only = True  # of the spec before a change that replaces it
+                    continue
             hold = held.get(key)
             finding = hold.finding if hold is not None else graced[key].finding
             if best is None or (finding.diagnosis == best.diagnosis and finding.pod < best.pod):
@@ -542,7 +578,7 @@ class Aggregator:
             component=name,
             dcd=self._dcd_name(component, best),
             finding=best,
-            message=best.describe() if best is not None else "no Pod is crash-looping",
+            message=best.describe() if best is not None else REPLACED_MESSAGE if replaced_only else NONE_MESSAGE,
         )
 
     def _group_finding(self, component: ComponentKey, groups: set[GroupKey]) -> Finding | None:
@@ -692,11 +728,47 @@ class Aggregator:
             outputs += self._plan_dgd(graph, now)
         return outputs + self._judge(graphs, time)
 
-    def _apply_dgd(self, key: ObjectKey, new: DgdView | None, time: str | None) -> list[Output]:
+    def _apply_dgd(self, key: ObjectKey, old: DgdView | None, new: DgdView | None, time: str | None) -> list[Output]:
         if new is None:
             self._decided.pop(("dgd", key), None)
             return self._judge([key], time)
-        return self._plan_dgd(key, time or self._clock()) + self._judge([key], time)
+        outputs: list[Output] = []
+        if old is not None and old.uid == new.uid and old.templates != new.templates:
+            outputs = self._settle(self._replace(key, replaced(old.templates, new.templates), time), time)
+        return outputs + self._plan_dgd(key, time or self._clock()) + self._judge([key], time)
+
+    def _replace(self, graph: GraphKey, names: list[str], time: str | None) -> list[ComponentKey]:
+        """A spec change replaced these components of the graph: the Pods they have now are of the old spec
+        and stop counting (pipeline.rollouts), until they are gone or the replacement grace ends without a
+        new Pod. Without a time to measure that grace from, nothing is replaced: they go on counting."""
+        now = self._seconds(time)
+        if now is None:
+            return []
+        touched: list[ComponentKey] = []
+        deadline = now + REPLACEMENT_GRACE
+        for name in names:
+            component = (graph[0], graph[1], name)
+            state = self._components.get(component)
+            if state is None or not state.pods:
+                continue
+            for pod_key in state.pods:
+                self._superseded[pod_key] = self.pods[pod_key].uid
+            self._replacing[component] = deadline
+            heapq.heappush(self._replacing_deadlines, (deadline, component))
+            touched.append(component)
+        return touched
+
+    def _unreplaced(self, component: ComponentKey) -> bool:
+        """The replacement grace of the component ended: if no Pod of it came after the change, the change
+        replaced none of its Pods after all, and they count again. Whether they did."""
+        state = self._components.get(component)
+        pods = state.pods if state is not None else _EMPTY
+        superseded = self._superseded
+        if any(superseded.get(key) != self.pods[key].uid for key in pods):
+            return False  # a new Pod came: the old ones are on their way out
+        for key in pods:
+            superseded.pop(key, None)
+        return bool(pods)
 
     def _apply_lws(self, key: ObjectKey, new: LwsView | None, time: str | None) -> list[Output]:
         """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten

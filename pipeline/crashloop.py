@@ -31,7 +31,8 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
     text: str = ""
     # the diagnoses beside the crash loop (pipeline.diagnoses): which one ("" is the crash loop of this
     # rule), what kubelet or the scheduler said of it, the time its grace counts from (RFC 3339; "": from
-    # when it was first seen), and the container's memory limit where an OOM kill is the cause
+    # when it was first seen), and the container's memory limit where an OOM kill is the cause (of this
+    # rule's finding too, where the spec sets one)
     diagnosis: str = ""
     detail: str = ""
     since: str = ""
@@ -45,6 +46,8 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
 
             return describe(self)
         why = f" ({self.reason})" if self.reason and self.reason != "Error" else ""
+        if self.memory_limit:  # an OOM kill's (pipeline.diagnoses adds it)
+            why = f" ({self.reason}, memory limit {self.memory_limit})"
         return (
             f"container {self.container} of Pod {self.pod} restarted {self.restarts} times "
             f"and is down after exit code {self.exit_code}{why}"

@@ -16,8 +16,9 @@ a Pod that is not Ready, neither finished nor being deleted:
   `restartPolicy: Always` (a server that exits 0 is restarted with backoff forever);
 - **OOM killed**: a container restarted at least twice and is down after an OOM kill whose exit code
   is 0 (a child's OOM kill can leave that), which the crash-loop rule ignores; named as such, with the
-  container's memory limit. (An OOM kill with a non-zero exit is a crash loop by the rule, which names
-  its reason already.)
+  container's memory limit. (An OOM kill with a non-zero exit, 137 as a rule, is a crash loop by the
+  rule: its finding stays the rule's, the memory limit added to it, so its words read `(OOMKilled,
+  memory limit 16Mi)`.)
 
 A crash loop found by the rule comes first, so its finding is the rule's, unchanged. Which grace applies
 is not this module's rule but the aggregator's settings (`Graces`): a finding only says when its grace
@@ -67,6 +68,9 @@ def diagnose(pod: Pod, ready: bool | None = None) -> Finding | None:
         ready = pod_ready(pod)
     finding = crash_loop(pod, ready)
     if finding is not None:
+        if finding.reason == "OOMKilled":  # rare: the spec is read only then
+            limit = memory_limit(pod, finding.container) or memory_limit(pod, finding.container, regular=False)
+            return msgspec.structs.replace(finding, memory_limit=limit)
         return finding
     status = pod.status
     if ready or pod.metadata.deletion_timestamp is not None or status.phase in ("Succeeded", "Failed"):

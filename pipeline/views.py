@@ -25,9 +25,11 @@ from stream.objects import (
     Deployment,
     DynamoComponentDeployment,
     DynamoGraphDeployment,
+    GraphTemplates,
     LabelSelector,
     LeaderWorkerSet,
     Pod,
+    graph_templates,
     read_labels,
 )
 
@@ -221,6 +223,7 @@ class DgdView(StatusView, frozen=True, gc=False):
     # status.components (v1beta1) or status.services (v1alpha1), sorted: what the operator reports of
     # each component's replicas, the one account of Grove-backed components, which have no DCD
     components: tuple[tuple[str, ComponentReplicas], ...] = ()
+    templates: GraphTemplates = GraphTemplates()  # what shapes each component's Pods (pipeline.rollouts)
 
 
 class LwsView(msgspec.Struct, frozen=True, gc=False):
@@ -246,11 +249,14 @@ def lws_view(lws: LeaderWorkerSet) -> LwsView:
 
 
 def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> DcdView | DgdView:
-    is_dgd = isinstance(obj, DynamoGraphDeployment)
-    if is_dgd:
+    if isinstance(obj, DynamoGraphDeployment):
         reported = obj.status.components or obj.status.services or {}
-        return msgspec.structs.replace(_status_view(obj, is_dgd, DgdView), components=tuple(sorted(reported.items())))
-    return _status_view(obj, is_dgd, DcdView)
+        return msgspec.structs.replace(
+            _status_view(obj, True, DgdView),
+            components=tuple(sorted(reported.items())),
+            templates=graph_templates(obj),
+        )
+    return _status_view(obj, False, DcdView)
 
 
 V = TypeVar("V", DcdView, DgdView)

@@ -1,7 +1,9 @@
 """What a long-lived watcher tells Prometheus on `/metrics`: what it sees failing now, and how its watches
 and status writes are doing.
 
-The gauges of what is failing follow the verdict changes, as any other sink does. The counters are kept
+The gauges of what is failing follow the verdict changes, as any other sink does: a count per graph, and
+one series per diagnosed component that names the finding (so an alert can say it), gone when the verdict
+clears, so that the series are as many as the components failing now. The counters are kept
 where they are counted, as plain numbers on the reflectors and the patcher, and read when Prometheus
 scrapes: neither needs a metrics library, and the hot path pays nothing for them.
 """
@@ -16,7 +18,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pipeline.crashloop import Finding
+from pipeline.diagnoses import GRACED
 from pipeline.outputs import ComponentChange, GraphChange, Output
+from pipeline.status import DCD_REASON_CRASH_LOOPING, DCD_REASONS
 from stream.resources import Resource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -71,12 +76,21 @@ class Metrics:
             "Graphs failed now because a component crash-loops (or shows another diagnosis).",
             registry=self.registry,
         )
+        self.diagnosed = Gauge(
+            "crashwatch_component_diagnosed",
+            "1 per component with a diagnosis now (crash loop or another cause it will never be Ready from), "
+            "labelled with the finding: the DCD's Stalled reason, the Pod, the container and its exit code.",
+            ["namespace", "graph", "component", "reason", "pod", "container", "exit_code"],
+            registry=self.registry,
+        )
         self.synced = Gauge(
             "crashwatch_synced",
-            "1 once every watched resource has been listed: verdicts and statuses are decided from then on.",
+            "1 once every watched resource has been listed (verdicts and statuses are decided from then on), "
+            "and 0 again while one is out of sync: two requests of it in a row failed, until one succeeds.",
             registry=self.registry,
         )
         self._components: dict[tuple[str, str], set[str]] = {}
+        self._diagnosed: dict[tuple[str, str, str], tuple[str, ...]] = {}  # component -> its series' labels
         self._failed: set[tuple[str, str]] = set()
         self._counts = _Counts()
         self.registry.register(self._counts)
@@ -113,6 +127,7 @@ class Metrics:
                 else:
                     del self._components[key]
                     self.crash_looping.remove(*key)  # no series left behind for a graph that recovered
+                self._diagnose(output)
             elif isinstance(output, GraphChange):
                 if output.failed:
                     self._failed.add((output.namespace, output.graph))
@@ -120,8 +135,32 @@ class Metrics:
                     self._failed.discard((output.namespace, output.graph))
                 self.failed.set(len(self._failed))
 
+    def _diagnose(self, change: ComponentChange) -> None:
+        """The component's one series: replaced when its finding changes, removed when it clears."""
+        component = (change.namespace, change.graph, change.component)
+        labels = diagnosed_labels(component, change.finding) if change.finding is not None else None
+        old = self._diagnosed.get(component)
+        if old == labels:
+            return
+        if old is not None:
+            self.diagnosed.remove(*old)
+            del self._diagnosed[component]
+        if labels is not None:
+            self.diagnosed.labels(*labels).set(1)
+            self._diagnosed[component] = labels
+
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+def diagnosed_labels(component: tuple[str, str, str], finding: Finding) -> tuple[str, ...]:
+    """crashwatch_component_diagnosed's labels for a finding. The restart count is left out: it grows at
+    every restart and would make a new series each time. A waiting diagnosis (an image pull, a config
+    error, an unschedulable Pod) has no exit code, and an unschedulable Pod no container: those labels are
+    empty, which Prometheus reads as absent."""
+    exit_code = "" if finding.diagnosis in GRACED else str(finding.exit_code)
+    reason = DCD_REASONS.get(finding.diagnosis, DCD_REASON_CRASH_LOOPING)
+    return (*component, reason, finding.pod, finding.container, exit_code)
 
 
 async def metrics_sink(receive: ObjectReceiveStream[list[Output]], metrics: Metrics) -> None:

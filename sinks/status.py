@@ -10,8 +10,10 @@ A token bucket bounds the rate of writes. When another writer overwrites a failu
 the aggregator wants the same status again: the first such rewrite is sent at once, and further ones in a
 row wait with per-object exponential backoff, so two writers never fight in a tight loop. DCD writes go
 before DGD writes: the Dynamo operator reconciles a graph 10-30 ms after any write to one of its DCDs and
-recomputes the graph's `state`, so a DGD write waits until the DCD writes of its namespace under way have
-landed, and the reset that follows is answered at once (see docs/status.md). When its input ends (the watcher is
+recomputes the graph's `state`, so a DGD write of `state: failed` waits until the DCD writes of its namespace
+under way have landed, and the reset that follows is answered at once (see docs/status.md). A DGD write that
+clears goes at once: a reset takes nothing from it, and a fix's new generation must read the clear before
+the operator's first status of it does. When its input ends (the watcher is
 stopping), the writes under way and those not yet sent are finished, and the reasserts of overwritten
 statuses are dropped, never waited for: the next watcher decides them again from what it observes.
 
@@ -41,6 +43,7 @@ from stream.resources import Resource, dynamo_resources
 
 Log = Callable[[str], None]
 DGD_KIND = "DynamoGraphDeployment"
+FAILED = "failed"
 _encode = msgspec.json.Encoder().encode
 
 
@@ -233,9 +236,10 @@ class StatusPatcher:
                 entry.wanted = None
                 episode = entry.episode
                 if wanted.kind == DGD_KIND:
-                    await self._after_dcd_writes(wanted.namespace)
-                    if entry.wanted is not None:
-                        continue  # a newer want came meanwhile: write that one instead
+                    if wanted.state == FAILED:  # the state the operator's reset would undo; nothing else waits
+                        await self._after_dcd_writes(wanted.namespace)
+                        if entry.wanted is not None:
+                            continue  # a newer want came meanwhile: write that one instead
                     sent = await self._write(wanted, entry)
                 else:
                     self._dcd_sending[wanted.namespace] = self._dcd_sending.get(wanted.namespace, 0) + 1

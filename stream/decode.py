@@ -297,17 +297,21 @@ _STEP = re.compile(r"\.(\w+)|\[(\d+)\]")
 _MAX_NULLS = 64
 
 
+_SPEC_AS_TEXT = ("Pod", "DynamoGraphDeployment")  # kinds whose spec the typed decoder keeps as JSON text
+
+
 def typed_event(value: dict[str, Any]) -> WatchEvent:
     """A parsed watch event as the typed decoder would have read it from JSON. Raises msgspec's
-    ValidationError. A Pod's labels and spec stay JSON text (`PodMeta`, `Pod`), so they are written back
-    as such."""
+    ValidationError. A Pod's labels and spec, and a DGD's spec, stay JSON text (`PodMeta`, `Pod`,
+    `DynamoGraphDeployment`), so they are written back as such."""
     obj = value.get("object")
-    meta = obj.get("metadata") if type(obj) is dict and obj.get("kind") == "Pod" else None
+    kind = obj.get("kind") if type(obj) is dict else None
+    meta = obj.get("metadata") if type(obj) is dict and kind == "Pod" else None
     if type(meta) is dict and "labels" in meta and type(meta["labels"]) is not msgspec.Raw:
         with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong
             meta["labels"] = msgspec.Raw(msgspec.json.encode(meta["labels"]))
-    if meta is not None and type(obj) is dict and "spec" in obj and type(obj["spec"]) is not msgspec.Raw:
-        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.objects.Pod)
+    if kind in _SPEC_AS_TEXT and type(obj) is dict and "spec" in obj and type(obj["spec"]) is not msgspec.Raw:
+        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.objects.Pod, the DGD)
             obj["spec"] = msgspec.Raw(msgspec.json.encode(obj["spec"]))
     return msgspec.convert(value, WatchEvent)
 

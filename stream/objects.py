@@ -9,6 +9,7 @@ replay of a million events triggers no garbage collection; with lists it spent t
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import final
 
@@ -306,9 +307,66 @@ class DynamoComponentDeployment(
 class DynamoGraphDeployment(
     msgspec.Struct, gc=False, tag_field="kind", tag="DynamoGraphDeployment", omit_defaults=True
 ):
+    """`spec` stays JSON text: it is read (`graph_templates`) only to tell which components a spec change
+    replaces, and a spec that cannot be read must not cost the status of the graph."""
+
     api_version: str = msgspec.field(default="", name="apiVersion")
     metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: msgspec.Raw = NO_SPEC
     status: DynamoStatus = msgspec.field(default_factory=DynamoStatus)
+
+
+# The fields of a component's spec that scale it without changing its Pods' template: a change of these
+# alone replaces no Pod (the Dynamo operator leaves them out of its worker generation hash too).
+SCALING_FIELDS = frozenset({"replicas", "minAvailable", "scalingAdapter", "autoscaling"})
+_read_json = msgspec.json.Decoder().decode
+_canonical = msgspec.json.Encoder(order="sorted").encode
+
+
+class ComponentTemplate(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """One component of a graph's spec: its name, its type, and a digest of what shapes its Pods."""
+
+    name: str
+    type: str
+    digest: str
+
+
+class GraphTemplates(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A digest of the graph-wide spec (what every component's Pods inherit), and each component's."""
+
+    shared: str = ""
+    components: tuple[ComponentTemplate, ...] = ()
+
+
+def _digest(value: object) -> str:
+    return hashlib.blake2b(_canonical(value), digest_size=8).hexdigest()
+
+
+def graph_templates(dgd: DynamoGraphDeployment) -> GraphTemplates:
+    """What shapes the Pods of each component of the graph: `spec.components` (v1beta1, a list of named
+    components) or `spec.services` (v1alpha1, a map by name), scaling fields left out. A spec that cannot
+    be read, or holds neither, gives no components (no change is then ever seen as replacing Pods)."""
+    try:
+        spec = _read_json(dgd.spec)
+    except _UNREADABLE:
+        return GraphTemplates()
+    if type(spec) is not dict:
+        return GraphTemplates()
+    listed = spec.get("components")
+    named: list[tuple[str, dict[str, object]]] = []
+    if type(listed) is list:
+        named = [(c["name"], c) for c in listed if type(c) is dict and type(c.get("name")) is str]
+    elif type(spec.get("services")) is dict:
+        named = [(name, c) for name, c in spec["services"].items() if type(c) is dict]
+    else:
+        return GraphTemplates()
+    shared = {key: value for key, value in spec.items() if key not in ("components", "services")}
+    components = []
+    for name, component in sorted(named, key=lambda item: item[0]):
+        kind = component.get("type", component.get("componentType", ""))
+        shape = {key: value for key, value in component.items() if key not in SCALING_FIELDS}
+        components.append(ComponentTemplate(name, kind if type(kind) is str else "", _digest(shape)))
+    return GraphTemplates(_digest(shared), tuple(components))
 
 
 # --- LeaderWorkerSet ---------------------------------------------------------------------------------

@@ -10,6 +10,12 @@ without a repeat. Errors are retried with jittered exponential backoff, honourin
 that stays silent longer than `idle_timeout` (bookmarks arrive about once a minute) is taken for stuck
 and resumed. Forbidden and not-found end the reflector: retrying cannot fix them.
 
+A reflector is in sync (`in_sync`) once it has listed, until two of its requests in a row have failed: a
+first failure is routine (the API server ends watches, a connection drops) and is retried at once, with
+backoff; a second one (the first retry failed too: a relist after 410 Gone that keeps failing, a watch
+that cannot be resumed) means its view is going stale. It is in sync again once a LIST of it completes or
+a WATCH of it is answered.
+
 A sharded watcher (`stream.shards`) passes `keep`, asked of each object's namespace right after decoding:
 an object of a namespace not kept is neither held nor handed on (its resourceVersion still counts). When
 the namespaces kept change, `forget` hands on DELETED for what is held of one that is no longer kept, and
@@ -40,6 +46,8 @@ Tap = Callable[[bytes], None]
 Log = Callable[[str], None]
 # whether an object of this namespace is this watcher's (a shard, a namespace selector); None: every one
 Keep = Callable[[str], bool]
+# failed requests in a row after which a reflector is out of sync: its first retry failed too
+OUT_OF_SYNC_FAILURES = 2
 
 
 @dataclass
@@ -130,6 +138,8 @@ class Reflector:
         self.watches = 0  # how many WATCH requests were opened
         self.events = 0  # how many events were handed on (a relist's derived ones included)
         self.errors = 0  # how many failed requests were retried
+        self.failures = 0  # failed requests in a row, since a LIST completed or a WATCH was answered
+        self._listed = False  # the first LIST completed (or the resource, optional, was left alone)
         self.where = resource.describe(namespace)
         self._relist_wanted = False
         self._reading: anyio.CancelScope | None = None  # a read of the watch, which a relist may cut short
@@ -145,6 +155,7 @@ class Reflector:
             if not self.resource.optional:
                 raise
             self.log(f"{exc}; going on without {self.resource.plural}", "warning")
+            self._listed, self.failures = True, 0  # left alone on purpose: nothing of it goes stale
             if listed is not None:
                 await listed()
             return
@@ -172,6 +183,16 @@ class Reflector:
                 continue
             if received:
                 backoff.reset()
+
+    @property
+    def in_sync(self) -> bool:
+        """Listed, and fewer than OUT_OF_SYNC_FAILURES requests in a row failed since (see the module)."""
+        return self._listed and self.failures < OUT_OF_SYNC_FAILURES
+
+    def _succeeded(self) -> None:
+        if self.failures >= OUT_OF_SYNC_FAILURES and self._listed:
+            self.log(f"{self.where}: in sync again")
+        self.failures = 0
 
     def relist(self) -> None:
         """List again soon (a namespace is now kept): the watch stops at its next read, not in the middle of
@@ -207,8 +228,11 @@ class Reflector:
     async def _back_off(self, backoff: Backoff, exc: _Retry, what: str, then: str) -> None:
         """Say what failed, and wait as the backoff says (at least Retry-After)."""
         self.errors += 1
+        self.failures += 1
         delay = backoff.next(exc.retry_after)
         self.log(f"{what}: {exc}; {then} in {delay:.1f}s", "warning")
+        if self.failures == OUT_OF_SYNC_FAILURES and self._listed:
+            self.log(f"{self.where}: out of sync until a LIST completes or a WATCH is answered", "warning")
         await anyio.sleep(delay)
 
     async def _retrying(self, action: Callable[[], Awaitable[None]]) -> None:
@@ -317,6 +341,8 @@ class Reflector:
         self._handed = None
         self.resource_version = version
         self.lists += 1
+        self._succeeded()
+        self._listed = True
         for record in records:
             self.tap(record)  # type: ignore[misc]
         if events:
@@ -393,6 +419,7 @@ class Reflector:
         self.watches += 1
         try:
             async with self.client.stream(self.resource.path(self.namespace), query) as content:
+                self._succeeded()  # answered: what it missed since comes from its resourceVersion on
                 # the start of a line still coming, in the pieces it came in: joined once, when its
                 # newline arrives, so a long line costs its length and not its length squared
                 pieces: list[bytes] = []

@@ -10,6 +10,7 @@ identity asked for and what it was answered (`audit_events`).
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -81,6 +82,22 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free ports: each socket stays bound until all are chosen."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+
+
+class PortTaken(RuntimeError):
+    """A component found its port taken: another process bound it between our pick and its start."""
+
+
+START_ATTEMPTS = 3
 
 
 def _key() -> rsa.RSAPrivateKey:
@@ -280,7 +297,9 @@ class ControlPlane:
         while time.monotonic() < deadline:
             process = self.processes[name]
             if process.poll() is not None:
-                raise RuntimeError(f"{name} exited with {process.returncode}:\n{self._log_tail(name)}")
+                tail = self._log_tail(name)
+                failure = PortTaken if "address already in use" in tail else RuntimeError
+                raise failure(f"{name} exited with {process.returncode}:\n{tail}")
             try:
                 if check():  # type: ignore[operator]
                     return
@@ -290,9 +309,33 @@ class ControlPlane:
         raise RuntimeError(f"{name} not ready after {timeout:.0f}s:\n{self._log_tail(name)}")
 
     def start(self) -> ControlPlane:
+        """Start etcd and kube-apiserver (and the controllers): on free ports picked here, picked again if
+        another process took one of them before the component bound it."""
         began = time.monotonic()
         self.certs = make_certs(self.workdir)
-        etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start_plane()
+                break
+            except PortTaken as exc:
+                for name in ("kube-apiserver", "etcd"):
+                    self._terminate(name, 15)
+                shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+                if attempt == START_ATTEMPTS:
+                    raise
+                said = str(exc).splitlines()[-1]
+                print(f"control plane: a port was taken, starting again ({said})", file=sys.stderr)
+        c = self.certs
+        kubeconfig = self.workdir / "kubeconfig"
+        self.kubeconfig = write_kubeconfig(kubeconfig, self.url, c["ca.crt"], c["admin.crt"], c["admin.key"])
+        if self.controllers:
+            self._start_controllers()
+        self.install_crds()
+        self.started_in = time.monotonic() - began
+        return self
+
+    def _start_plane(self) -> None:
+        etcd_port, peer_port, api_port = free_ports(3)
         self.etcd_url = f"http://127.0.0.1:{etcd_port}"
         self._start(
             "etcd",
@@ -338,14 +381,6 @@ class ControlPlane:
             *self.apiserver_args,
         ]
         self.start_apiserver()
-        self.kubeconfig = write_kubeconfig(
-            self.workdir / "kubeconfig", self.url, c["ca.crt"], c["admin.crt"], c["admin.key"]
-        )
-        if self.controllers:
-            self._start_controllers()
-        self.install_crds()
-        self.started_in = time.monotonic() - began
-        return self
 
     def _start_controllers(self) -> None:
         c = self.certs

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "scripts" / "build-node"
+BUILD_IMAGE = ROOT / "scripts" / "build-image"
 NODE_NAME = "crashwatch-node"
 BRIDGE = "cwtest0"
 POD_SUBNET = "10.213.77.0/24"
@@ -451,10 +452,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [{cri}.cni]
   bin_dir = "{CNI_BIN}"
   conf_dir = "{net}"
+
+[{cri}.registry]
+  # a registry's hosts.toml, read at each pull: plain_http_registry() writes one for a stand-in on loopback
+  config_path = "{base / "certs.d"}"
 """
         )
         self._start("containerd", ["containerd", "--config", str(config), "--log-level", "warn"])
         self._wait("containerd", lambda: self.ctr("version", timeout=10).returncode == 0, 60)
+
+    def plain_http_registry(self, host: str) -> None:
+        """Lets containerd pull from `host` (HOST:PORT, a stand-in registry on loopback: tests/registry.py) over
+        plain HTTP, as a hosts.toml says it."""
+        folder = self.workdir / "containerd" / "certs.d" / host
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "hosts.toml").write_text(
+            f'server = "http://{host}"\n\n[host."http://{host}"]\n  capabilities = ["pull", "resolve"]\n'
+        )
 
     def import_image(self, tarball: Path) -> str:
         done = self.ctr("images", "import", str(tarball), timeout=300)
@@ -629,6 +643,46 @@ def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
         yield node
     finally:
         node.stop()
+
+
+def import_watcher_image(node: Node, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """scripts/build-image's image (CRASHWATCH_IMAGE, or built here), saved by podman as a docker-archive
+    and imported into the node's containerd."""
+    import pytest
+
+    env = dict(os.environ)
+    printed = subprocess.run([str(BUILD_IMAGE), "--print-env"], capture_output=True, text=True, check=True).stdout
+    env.update(dict(line.split("=", 1) for line in printed.splitlines() if "=" in line))
+    ref = os.environ.get("CRASHWATCH_IMAGE", "")
+    if not ref:
+        done = subprocess.run(
+            [str(BUILD_IMAGE)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env, check=False
+        )
+        if done.returncode == 3:
+            if os.environ.get("CI"):
+                pytest.fail("the watcher image must be built under CI, but podman, runc or mmdebstrap is missing")
+            pytest.skip("the watcher Pod needs the image: install podman, runc and mmdebstrap (or run as root)")
+        assert done.returncode == 0, f"scripts/build-image exited with {done.returncode}"
+        ref = done.stdout.strip().splitlines()[-1]
+    exists = subprocess.run(["podman", "image", "exists", ref], env=env, capture_output=True, check=False)
+    assert exists.returncode == 0, (
+        f"{ref} is not in podman's storage ({env.get('CONTAINERS_STORAGE_CONF')}): another scripts/build-image "
+        "sharing CRASHWATCH_CACHE removes older images when it builds; run scripts/build-image again"
+    )
+    archive = tmp_path_factory.mktemp("watcher-image") / "crashwatch.tar"
+    saved = subprocess.run(
+        ["podman", "save", "--format", "docker-archive", "-o", str(archive), ref],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert saved.returncode == 0, saved.stderr
+    imported = node.ctr("images", "import", str(archive), timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    archive.unlink()
+    return ref
 
 
 # --- the Pods the tests run on the node ---------------------------------------------------------------------

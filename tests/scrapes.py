@@ -54,6 +54,10 @@ class Watcher:
         self.metrics.count([self.pods], self.writes)
         self.metrics.count_events(self.events)
 
+    def diagnose(self, namespace: str, graph: str, component: str, finding: Finding | None) -> None:
+        """A component's verdict alone: `finding` (a crash loop or another diagnosis), or None once it cleared."""
+        self.metrics.observe([ComponentChange(None, namespace, graph, component, f"{graph}-{component}", finding, "")])
+
     def crash_loop(self, namespace: str, graph: str, component: str, crashing: bool = True) -> None:
         finding = Finding(f"{graph}-{component}-0", "main", 2, 1) if crashing else None
         self.metrics.observe(
@@ -121,3 +125,25 @@ def input_series(steps: Sequence[Sequence[tuple[Target, str]]]) -> list[dict[str
                 values.append("stale" if seen and values[-1] not in ("stale", "_") else "_")
         out.append({"series": series_selector(*key), "values": " ".join(values)})
     return out
+
+
+RANGE = re.compile(r"\s*\{\{- range (.*?) \}\}(.*?)\s*\{\{- end \}\}", re.DOTALL)
+
+
+def render_annotation(text: str, labels: dict[str, str], value: str = "", found: Sequence[dict[str, str]] = ()) -> str:
+    """An annotation as Prometheus renders it, for the templates the rules use (checked here): `{{ $labels.NAME }}`,
+    `{{ $value }}`, and one `{{- range QUERY }}...{{- end }}` over a query's result, rendered from `found`, the
+    series the query must return in its order, each body's `{{ .Labels.NAME }}` substituted. promtool then
+    checks the rendering against its own."""
+
+    def one(body: str, row: dict[str, str]) -> str:
+        return re.sub(r"\{\{ \.Labels\.(\w+) \}\}", lambda m: row[m.group(1)], body)
+
+    def each(match: re.Match[str]) -> str:
+        return "".join(one(match.group(2), row) for row in found)
+
+    text = RANGE.sub(each, text)
+    text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
+    text = text.replace("{{ $value }}", value)
+    assert "{{" not in text, f"a template this rendering does not know: {text}"
+    return text

@@ -7,7 +7,6 @@ runs them on the series of a live watcher installed by the chart."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -15,11 +14,16 @@ from typing import Any
 
 import yaml
 from promtool_bin import promtool
-from scrapes import Target, Watcher, duration_seconds, input_series
+from scrapes import Target, Watcher, duration_seconds, input_series, render_annotation
+
+from pipeline.crashloop import Finding
+from pipeline.diagnoses import IMAGE_PULL
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "k8s" / "monitoring" / "crashwatch.rules.yaml"
 INTERVAL = 30  # seconds: the evaluation and scrape interval of these tests (the ServiceMonitor's default)
+# the crash loop scrapes.Watcher.crash_loop makes, as the crash-loop alert's annotation names it
+WORKER = {"component": "worker", "container": "main", "pod": "llm-worker-0", "exit_code": "1"}
 LEADER: Target = {"job": "crashwatch", "namespace": "crashwatch", "instance": "10.0.0.1:8080", "pod": "crashwatch-a"}
 FOLLOWER: Target = {**LEADER, "instance": "10.0.0.2:8080", "pod": "crashwatch-b"}
 
@@ -33,16 +37,12 @@ def for_of(alert: str) -> int:
     return duration_seconds(rules()[alert]["for"])
 
 
-def rendered_annotations(alert: str, labels: dict[str, str], value: str = "") -> dict[str, str]:
-    """The rule's annotations as Prometheus renders them: they use `{{ $labels.NAME }}` and `{{ $value }}`
-    only (checked here), so substitution is their rendering; promtool checks that it matches its own."""
-    rendered = {}
-    for key, text in rules()[alert]["annotations"].items():
-        text = re.sub(r"\{\{ \$labels\.(\w+) \}\}", lambda m: labels[m.group(1)], text)
-        text = text.replace("{{ $value }}", value)
-        assert "{{" not in text, f"{alert}.{key}: a template this test does not render: {text}"
-        rendered[key] = text
-    return rendered
+def rendered_annotations(
+    alert: str, labels: dict[str, str], value: str = "", found: Sequence[dict[str, str]] = ()
+) -> dict[str, str]:
+    """The rule's annotations as Prometheus renders them (scrapes.render_annotation); `found`: the series the
+    annotation's query returns."""
+    return {key: render_annotation(text, labels, value, found) for key, text in rules()[alert]["annotations"].items()}
 
 
 def promtool_test(tmp_path: Path, series: list[dict[str, str]], cases: Sequence[dict[str, Any]]) -> None:
@@ -57,8 +57,11 @@ def promtool_test(tmp_path: Path, series: list[dict[str, str]], cases: Sequence[
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{path.read_text()}"
 
 
-def fires(alert: str, at: int, *alerts: dict[str, str], value: str = "") -> dict[str, Any]:
-    """At `at` seconds, exactly these alerts (their labels) are firing."""
+def fires(
+    alert: str, at: int, *alerts: dict[str, str], value: str = "", found: Sequence[dict[str, str]] = ()
+) -> dict[str, Any]:
+    """At `at` seconds, exactly these alerts (their labels) are firing; `found`: what their annotations'
+    query returns."""
     severity = rules()[alert]["labels"]["severity"]
     return {
         "eval_time": f"{at}s",
@@ -66,7 +69,7 @@ def fires(alert: str, at: int, *alerts: dict[str, str], value: str = "") -> dict
         "exp_alerts": [
             {
                 "exp_labels": {**labels, "severity": severity},
-                "exp_annotations": rendered_annotations(alert, labels, value),
+                "exp_annotations": rendered_annotations(alert, labels, value, found),
             }
             for labels in alerts
         ],
@@ -113,11 +116,62 @@ def test_a_crash_loop_pages_after_the_rules_for_with_the_graph_named_and_clears_
         series,
         [
             fires("CrashwatchGraphCrashLooping", start + wait - INTERVAL),  # pending, not firing
-            fires("CrashwatchGraphCrashLooping", start + wait, labels, value="1"),
-            fires("CrashwatchGraphCrashLooping", recovered - INTERVAL, labels, value="1"),
+            fires("CrashwatchGraphCrashLooping", start + wait, labels, value="1", found=[WORKER]),
+            fires("CrashwatchGraphCrashLooping", recovered - INTERVAL, labels, value="1", found=[WORKER]),
             fires("CrashwatchGraphCrashLooping", recovered),  # the series went stale with the recovery
             # the watchers themselves were fine all along
             *(fires(alert, recovered) for alert in rules() if alert != "CrashwatchGraphCrashLooping"),
+        ],
+    )
+
+
+def test_the_crash_loop_alert_names_each_crash_looping_components_finding_and_no_other_diagnosis(
+    tmp_path: Path,
+) -> None:
+    a, b = Watcher(leader=True), Watcher(leader=False)
+    oom = Finding("llm-prefill-7c9d5-x2q", "engine", 5, 137, "OOMKilled")
+    pulling = Finding("llm-frontend-0", "main", 0, 0, "ImagePullBackOff", diagnosis=IMAGE_PULL)
+
+    def both() -> list[tuple[Target, str]]:
+        return [(LEADER, a.scrape()), (FOLLOWER, b.scrape())]
+
+    def failing() -> list[tuple[Target, str]]:
+        for w in (a, b):  # both replicas diagnose the same
+            w.crash_loop("dynamo", "llm", "worker")
+            w.diagnose("dynamo", "llm", "prefill", oom)
+            w.diagnose("dynamo", "llm", "frontend", pulling)
+        return both()
+
+    def prefill_fixed() -> list[tuple[Target, str]]:
+        for w in (a, b):
+            w.diagnose("dynamo", "llm", "prefill", None)
+        return both()
+
+    wait = for_of("CrashwatchGraphCrashLooping")
+    series = input_series(steps((2, both), (1, failing), (wait // INTERVAL + 1, both), (1, prefill_fixed), (2, both)))
+    # one series per component and replica, the Pod the diagnosed one (honor_labels), the image pull among them
+    assert sum("crashwatch_component_diagnosed{" in s["series"] for s in series) == 6
+    assert any('pod="llm-prefill-7c9d5-x2q"' in s["series"] and 'exit_code="137"' in s["series"] for s in series)
+    assert any('reason="ImagePullFailing"' in s["series"] for s in series)
+    prefill = {"component": "prefill", "container": "engine", "pod": "llm-prefill-7c9d5-x2q", "exit_code": "137"}
+    labels = {"namespace": "dynamo", "graph": "llm", "job": "crashwatch"}
+    firing = (2 + 1 + wait // INTERVAL) * INTERVAL  # the scrape after the crash loops, plus the `for`
+    (description,) = {
+        rendered_annotations("CrashwatchGraphCrashLooping", labels, "2", [prefill, WORKER])["description"]
+    }
+    # what the page says: each crash loop's finding, by component; not the image pull, another diagnosis
+    assert (
+        "crash-loop: component prefill, container engine of Pod llm-prefill-7c9d5-x2q, down after exit code 137; "
+        "component worker, container main of Pod llm-worker-0, down after exit code 1; the restarts"
+    ) in description
+    assert "frontend" not in description
+    promtool_test(
+        tmp_path,
+        series,
+        [
+            fires("CrashwatchGraphCrashLooping", firing, labels, value="2", found=[prefill, WORKER]),
+            # prefill fixed: the next evaluation names the one left
+            fires("CrashwatchGraphCrashLooping", firing + 2 * INTERVAL, labels, value="1", found=[WORKER]),
         ],
     )
 

@@ -25,7 +25,7 @@ import yaml
 from dynamo import crash_loop_written, labelled_pod, make_graph
 from kube import NODE, ApiError, Kube, crash_loop, eventually, make_ready
 from promtool_bin import promtool
-from scrapes import METRIC, Target, duration_seconds, input_series, names
+from scrapes import METRIC, Target, duration_seconds, input_series, names, render_annotation
 from waiters_bin import waiters_bin
 from watcher import Watcher, http_get
 
@@ -186,6 +186,54 @@ def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(h
     args = build_parser().parse_args(pod_spec(one(docs, "Deployment"))["containers"][0]["args"])
     assert (args.namespaces, args.all_namespaces) == (["a", "b"], False)
     assert "PodDisruptionBudget" not in kinds(docs)
+
+
+def test_on_the_nodes_network_the_watcher_listens_where_its_probes_ask_and_no_service_claims_to_reach_it(
+    helm: Helm,
+) -> None:
+    default = pod_spec(one(helm.template(), "Deployment"))
+    assert "hostNetwork" not in default and "dnsPolicy" not in default and "env" not in default["containers"][0]
+    env = [
+        {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+        {"name": "KUBERNETES_SERVICE_PORT", "value": "6443"},
+    ]
+    docs = helm.template(
+        "--set", "hostNetwork=true", "--set", "http.host=127.0.0.1", "--set", "http.port=9400",
+        "--set", "service.enabled=false", "--set-json", f"extraEnv={json.dumps(env)}",
+    )  # fmt: skip
+    assert "Service" not in kinds(docs)
+    ours = pod_spec(one(docs, "Deployment"))
+    assert (ours["hostNetwork"], ours["dnsPolicy"]) == (True, "ClusterFirstWithHostNet")
+    (container,) = ours["containers"]
+    assert container["env"] == env
+    assert build_parser().parse_args(container["args"]).http_address == ("127.0.0.1", 9400)
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {**default["containers"][0][probe]["httpGet"], "host": "127.0.0.1"}
+    assert container["ports"] == [{"name": "http", "containerPort": 9400}]
+    # the port is the node's: a rollout cannot start a new replica beside the old one on its node
+    assert one(docs, "Deployment")["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    # with shards, the shard's ordinal comes first and the extra variables after it
+    docs = helm.template("--set", "shards.enabled=true", "--set-json", f"extraEnv={json.dumps(env)}")
+    (statefulset,) = [d for d in docs if d["kind"] == "StatefulSet"]
+    assert [e["name"] for e in pod_spec(statefulset)["containers"][0]["env"]] == [
+        "SHARD_INDEX",
+        *(e["name"] for e in env),
+    ]
+    # an IPv6 host in brackets, as --http-address takes it
+    docs = helm.template("--set", "http.host=::1", "--set", "service.enabled=false")
+    args = pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    assert args[args.index("--http-address") + 1] == "[::1]:8080"
+    assert build_parser().parse_args(args).http_address == ("::1", 8080)
+    # a Service (or a ServiceMonitor through it) could never reach a loopback address: refused in one line
+    for values in (
+        ("--set", "http.host=127.0.0.1"),
+        ("--set", "http.host=127.0.0.1", "--set", "service.enabled=false", "--set", "serviceMonitor.enabled=true"),
+        ("--set", "service.enabled=false", "--set", "serviceMonitor.enabled=true"),
+    ):
+        done = helm.run("template", "x", str(CHART), *values)
+        assert done.returncode != 0 and "service.enabled" in done.stderr, (values, done.stderr)
+    done = helm.run("template", "x", str(CHART), "--set", "http.host=a b", "--set", "service.enabled=false")
+    assert done.returncode != 0 and "schema" in done.stderr, done.stderr
 
 
 def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: Helm) -> None:
@@ -424,8 +472,18 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
     rules_file = tmp_path / "rules.yaml"
     rules_file.write_text(yaml.safe_dump({"groups": groups}))
     healthy_steps, crashing_steps = 4, wait // 30 + 2
+    # the page names the finding: the live watcher's crashwatch_component_diagnosed, through the query
+    labels = {"namespace": namespace, "graph": "llm", "job": fullname}
+    finding = {"component": "worker", "container": "main", "pod": "llm-worker-0", "exit_code": "1"}
+    annotations = rule["annotations"]
+    said = "component worker, container main of Pod llm-worker-0, down after exit code 1;"
+    assert said in render_annotation(annotations["description"], labels, "1", [finding])
     series = input_series([[(target, healthy)]] * healthy_steps + [[(target, crashing)]] * crashing_steps)
     assert any(f'namespace="{namespace}"' in s["series"] for s in series), "the crash loop is not in the scrape"
+    assert any(
+        s["series"].startswith("crashwatch_component_diagnosed{") and 'pod="llm-worker-0"' in s["series"]
+        for s in series
+    )
     test = {
         "rule_files": [str(rules_file)],
         "evaluation_interval": "30s",
@@ -447,10 +505,7 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
                                     "severity": "critical",
                                 },
                                 "exp_annotations": {
-                                    k: v.replace("{{ $labels.namespace }}", namespace)
-                                    .replace("{{ $labels.graph }}", "llm")
-                                    .replace("{{ $value }}", "1")
-                                    for k, v in rule["annotations"].items()
+                                    k: render_annotation(v, labels, "1", [finding]) for k, v in annotations.items()
                                 },
                             }
                         ],

@@ -25,7 +25,7 @@ import envtest
 import pytest
 import yaml
 from dynamo import adopted_by_helm, conditions, dcds, dgds, labelled_pod, make_graph
-from kube import Kube, crash_loop, make_ready
+from kube import Kube, crash_loop, crash_status, make_ready, set_pod_status
 from waiters_bin import waiters_bin
 from watcher import Watcher, kubeconfig_args
 
@@ -355,3 +355,59 @@ def test_helm_install_wait_fails_within_seconds_of_the_crash_loop_and_the_upgrad
     dgd = kube.get(path)
     assert dgd["spec"]["services"]["worker"]["extraPodSpec"]["mainContainer"]["image"] == "registry.invalid/worker:2"
     assert kstatus(waiters, dgd)[0]["status"] == "Current"
+
+
+def test_the_upgrade_with_the_fix_succeeds_while_the_old_pod_crash_loops_on_at_the_new_generation(
+    control_plane: envtest.ControlPlane, kube: Kube, namespace: str, waiters: Path, tmp_path: Path
+) -> None:
+    """The operator says it observed the new generation at once, while the Pod of the old spec still
+    crash-loops on its way out (the real operator keeps the old worker generation until the new one is
+    Ready). kstatus then reads `Stalled` at the new generation, so the old Pod's crashes must not count
+    there: crashwatch withdraws its mark as it sees the spec change replace the worker, and the upgrade
+    waits for the new Pod instead of failing on the old one."""
+    helm = Helm(waiters, control_plane.kubeconfig, namespace, tmp_path)
+    rendered = helm.run("template", RELEASE, str(CHART))
+    (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    make_graph(kube, namespace, deployments=False)
+    labelled_pod(kube, namespace, f"{DCD}-0", GRAPH, "worker")
+    adopted_by_helm(kube, namespace, manifest, RELEASE)
+    path = f"{dgds(namespace)}/{GRAPH}"
+    installed = helm.run("install", RELEASE, str(CHART))
+    assert installed.returncode == 0, installed.stderr
+
+    with run_watcher(control_plane, namespace) as w:
+        w.wait_synced()
+        crash_loop(kube, namespace, f"{DCD}-0")
+        wait_crash_loop_written(kube, namespace)
+        kube.wait_for(path, lambda dgd: stalled(dgd, "True", "ComponentCrashLooping"), 15)
+        fixed = ("--set", "image=registry.invalid/worker:2", "--wait", "--timeout", "5m")
+        with helm.start("upgrade", "upgrade", RELEASE, str(CHART), *fixed) as (upgrade, log):
+            wait_waiting(upgrade, log)
+            # the old Pod still crash-loops, yet the mark is withdrawn: its evidence is of the old spec
+            kube.wait_for(path, lambda dgd: conditions(dgd)["Stalled"]["status"] == "False", 15)
+            dgd = kube.get(path)
+            generation = dgd["metadata"]["generation"]
+            pending = {
+                "type": "Ready",
+                "status": "False",
+                "reason": "some_resources_are_not_ready",
+                "message": "Resources not ready: llm-worker: not ready",
+                "lastTransitionTime": _now(),
+                "observedGeneration": generation,
+            }
+            _replace_condition(kube, path, dgd, pending, state="pending", observedGeneration=generation)
+            set_pod_status(kube, namespace, f"{DCD}-0", crash_status(3))  # it crashes on, on its way out
+            time.sleep(1)  # time for a mark, were the old Pod's crash to count
+            dgd = kube.get(path)
+            assert conditions(dgd)["Stalled"]["status"] == "False"
+            assert kstatus(waiters, dgd)[0]["status"] != "Failed"
+            fix(kube, namespace)  # the new Pod is Ready, the old one goes
+            operator_reports_ready(kube, namespace)
+            first_seen({"exited": lambda: upgrade.poll() is not None})
+        output = log.read_text(errors="replace")
+        assert upgrade.returncode == 0, output
+        said = [json.loads(line) for line in w.snapshot(w.out)]
+    replaced = [s for s in said if s.get("kind") == "component" and "a change that replaces" in s.get("message", "")]
+    assert replaced, said
+    status = json.loads(helm.run("status", RELEASE, "-o", "json").stdout)
+    assert (status["info"]["status"], status["version"]) == ("deployed", 2)

@@ -18,8 +18,6 @@ KUBERNETES_SERVICE_HOST/PORT; docs/testing.md says so.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -405,6 +403,8 @@ def test_the_verdict_on_a_real_kubelets_statuses(session: Session, case: Case) -
         assert conditions(s.final_dcd)["Stalled"]["status"] == "True"
         assert s.final_dgd["status"]["state"] == "failed"
         assert conditions(s.final_dgd)["Stalled"]["reason"] == "ComponentCrashLooping"
+        if case.name == "oom-killed":  # named as such, with its memory limit (pipeline.diagnoses)
+            assert conditions(s.final_dcd)["Stalled"]["message"].endswith("(OOMKilled, memory limit 16Mi)"), s.final_dcd
         # every write of the DGD said failed: the status was never cleared in between
         writes = [w for w in session.run_writes if f"DynamoGraphDeployment {s.namespace}/llm:" in w]
         assert writes and all("state=failed" in w for w in writes), writes
@@ -456,7 +456,6 @@ def test_wait_after_the_session_reads_the_fixed_graph_ready_and_the_crash_loop_f
 # --- the watcher as a Pod on the node ---------------------------------------------------------------------
 
 WATCHER = ROOT / "k8s" / "watcher"
-BUILD_IMAGE = ROOT / "scripts" / "build-image"
 
 
 def watcher_objects(image: str, api_port: int, http_port: int) -> list[dict[str, Any]]:
@@ -500,41 +499,7 @@ def collection(doc: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def watcher_image(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """scripts/build-image's image (CRASHWATCH_IMAGE, or built here), saved by podman as a docker-archive
-    and imported into the node's containerd."""
-    env = dict(os.environ)
-    printed = subprocess.run([str(BUILD_IMAGE), "--print-env"], capture_output=True, text=True, check=True).stdout
-    env.update(dict(line.split("=", 1) for line in printed.splitlines() if "=" in line))
-    ref = os.environ.get("CRASHWATCH_IMAGE", "")
-    if not ref:
-        done = subprocess.run(
-            [str(BUILD_IMAGE)], stdout=subprocess.PIPE, stderr=sys.stderr, text=True, env=env, check=False
-        )
-        if done.returncode == 3:
-            if os.environ.get("CI"):
-                pytest.fail("the watcher image must be built under CI, but podman, runc or mmdebstrap is missing")
-            pytest.skip("the watcher Pod needs the image: install podman, runc and mmdebstrap (or run as root)")
-        assert done.returncode == 0, f"scripts/build-image exited with {done.returncode}"
-        ref = done.stdout.strip().splitlines()[-1]
-    exists = subprocess.run(["podman", "image", "exists", ref], env=env, capture_output=True, check=False)
-    assert exists.returncode == 0, (
-        f"{ref} is not in podman's storage ({env.get('CONTAINERS_STORAGE_CONF')}): another scripts/build-image "
-        "sharing CRASHWATCH_CACHE removes older images when it builds; run scripts/build-image again"
-    )
-    archive = tmp_path_factory.mktemp("watcher-image") / "crashwatch.tar"
-    saved = subprocess.run(
-        ["podman", "save", "--format", "docker-archive", "-o", str(archive), ref],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
-    assert saved.returncode == 0, saved.stderr
-    imported = node.ctr("images", "import", str(archive), timeout=300)
-    assert imported.returncode == 0, imported.stderr
-    archive.unlink()
-    return ref
+    return realnode.import_watcher_image(node, tmp_path_factory)
 
 
 def test_the_watcher_pod_marks_a_real_crash_loop_and_clears_it_after_the_fix(

@@ -176,6 +176,37 @@ def test_probes_and_metrics_follow_the_watcher(fake: ServedFake, tmp_path: Path)
     assert "Traceback" not in w.stderr()
 
 
+def test_synced_drops_to_0_while_a_relist_keeps_failing_and_comes_back_once_it_lists(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    put_graph(fake)
+    with Watcher("run", "--http-address", "127.0.0.1:0", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        url = w.served_at()
+        w.wait_synced()
+
+        def synced() -> str:
+            metrics = http_get(f"{url}/metrics")[1]
+            (line,) = [line for line in metrics.splitlines() if line.startswith("crashwatch_synced ")]
+            return line
+
+        assert synced() == "crashwatch_synced 1.0"
+        # the Pods' watch drops, its resume finds 410 Gone, and the relist is refused again and again
+        busy = Fault("status", status=503, headers={"Retry-After": "1"})
+        fake.do(fake.api.fault, "watch pods", Fault("gone"))
+        fake.do(fake.api.fault, "list pods", busy, busy, busy, busy)
+        fake.do(fake.api.disconnect)
+        w.wait_for(lambda: synced() == "crashwatch_synced 0.0", what="crashwatch_synced 0 while the relist fails")
+        assert http_get(f"{url}/readyz") == (200, "ok\n")  # readiness stays: a follower must stay ready
+        assert "pods in namespace ns: out of sync until a LIST completes or a WATCH is answered" in w.stderr()
+        w.wait_for(lambda: synced() == "crashwatch_synced 1.0", what="crashwatch_synced 1 once the relist lists")
+        assert "pods in namespace ns: in sync again" in w.stderr()
+        lists = len(fake.api.requests_of("GET", "pods", watch=False))
+        assert lists == 6  # the first list, the relist's four refusals and the one that listed
+        w.send_signal(signal.SIGTERM)
+        assert w.process.wait(timeout=10) == 0
+    assert "Traceback" not in w.stderr()
+
+
 def test_an_http_address_in_use_exits_78_naming_it(fake: ServedFake, tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

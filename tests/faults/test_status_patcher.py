@@ -348,6 +348,32 @@ async def test_a_graph_is_written_after_the_dcd_writes_of_its_namespace_have_lan
     assert sent[1].at - sent[0].at >= 0.45  # ...and the graph's only once it was answered
 
 
+async def test_a_graph_that_clears_is_written_at_once_beside_a_slow_dcd_write(api: FakeApi, client: KubeClient) -> None:
+    """A clear has nothing for the operator's reset to undo, and a fix's new generation must read it first."""
+    from stream.objects import DynamoGraphDeployment
+
+    api.put(PLURAL, dcd("w", NOT_READY))
+    api.put(DGDS, dgd("llm", state="failed"))
+    api.fault("patch", Fault("delay", seconds=0.5))  # the DCD's write, sent first, is slow
+    obj = msgspec.convert(api.objects[DGDS][("ns", "llm")], DynamoGraphDeployment)
+    cleared = wanted_status(status_view(obj), (PENDING_NOW,), "pending", "2026-12-02T10:00:00Z")
+    assert cleared is not None
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.feed(want(api, "w", "crash"))
+        await wait_for(lambda: len(patches(api)) == 1)
+        await h.feed(cleared)
+        await finished(h)
+    sent = patches(api)
+    assert [PLURAL in r.path for r in sent] == [True, False]
+    assert sent[1].at - sent[0].at < 0.4  # sent while the DCD's was still under way
+    assert graph_state(api, "llm") == "pending"
+
+
+PENDING_NOW = Condition("Ready", "False", "some_resources_are_not_ready", "Resources not ready", observed_generation=3)
+
+
 async def test_a_graph_reset_that_our_dcd_write_set_off_is_answered_at_once(api: FakeApi, client: KubeClient) -> None:
     api.put(PLURAL, dcd("w", NOT_READY))
     api.put(DGDS, dgd("llm"))

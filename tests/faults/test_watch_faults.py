@@ -278,6 +278,54 @@ async def test_gone_relists_and_hands_on_the_difference(api: FakeApi, client: Ku
     assert out.events.index(deleted[-1]) < out.events.index(next(e for e in after if e.type == "ADDED"))
 
 
+async def test_a_reflector_is_out_of_sync_from_its_second_failure_in_a_row_until_a_request_succeeds(
+    api: FakeApi, client: KubeClient
+) -> None:
+    api.put("pods", healthy("a"))
+    logged: list[str] = []
+    out = Collector()
+    reflector = await reflect(client, out, log=logged.append)
+    busy = Fault("status", status=503, headers={"Retry-After": "1"})  # each failure held a second
+    assert not reflector.in_sync  # nothing listed yet
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reflector.run)
+        await watching(api, out)
+        assert reflector.in_sync
+        # a dropped watch (a failure) whose resume finds 410 Gone, and a relist that fails once and
+        # succeeds on its retry: routine, never out of sync
+        api.fault("watch pods", Fault("gone"))
+        api.fault("list pods", Fault("status", status=500))
+        api.disconnect()
+        await out.wait_for(lambda: reflector.lists == 2)
+        assert reflector.in_sync and reflector.failures == 0
+        assert not any("out of sync" in line for line in logged)
+        # a relist failing past its retry: out of sync while it keeps failing, in sync once a list completes
+        api.fault("watch pods", Fault("gone"))
+        api.fault("list pods", busy, busy, busy)
+        api.disconnect()
+        await out.wait_for(lambda: not reflector.in_sync)
+        assert reflector.lists == 2  # the relist has not completed
+        await out.wait_for(lambda: reflector.lists == 3, timeout=15)
+        assert reflector.in_sync
+        # a watch that cannot be resumed: dropped, then refused; in sync once a watch is answered (no relist)
+        watches = len(api.requests_of("GET", "pods", watch=True))
+        api.fault("watch pods", busy)
+        api.disconnect()
+        await out.wait_for(lambda: not reflector.in_sync)
+        await out.wait_for(lambda: reflector.in_sync, timeout=15)
+        assert len(api.requests_of("GET", "pods", watch=True)) == watches + 2 and reflector.lists == 3
+        tg.cancel_scope.cancel()
+    said = [line for line in logged if "sync" in line]
+    assert (
+        said
+        == [
+            "pods in all namespaces: out of sync until a LIST completes or a WATCH is answered",
+            "pods in all namespaces: in sync again",
+        ]
+        * 2
+    ), said
+
+
 async def test_forbidden_is_fatal_and_says_what(api: FakeApi, client: KubeClient) -> None:
     api.fault("list pods", Fault("status", status=403))
     reflector = await reflect(client, Collector())

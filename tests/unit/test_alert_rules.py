@@ -74,3 +74,24 @@ def test_every_expression_names_only_metrics_a_real_scrape_has() -> None:
     for rule in alerts():
         used = set(METRIC.findall(rule["expr"]))
         assert used and used <= scraped, f"{rule['alert']}: {used - scraped} is not in /metrics"
+        queried = {m for text in rule["annotations"].values() for m in METRIC.findall(text)}
+        assert queried <= scraped, f"{rule['alert']}'s annotations: {queried - scraped} is not in /metrics"
+
+
+def test_the_crash_loop_alert_says_the_finding_from_the_diagnosed_series_of_its_own_graph() -> None:
+    (rule,) = [r for r in alerts() if "crashwatch_crash_looping_components" in r["expr"]]
+    (query,) = re.findall(r"\{\{- range printf \"(.*?)\" ", rule["annotations"]["description"])
+    assert METRIC.findall(query) == ["crashwatch_component_diagnosed"]
+    # the graph's alert reads its own graph's crash loops: the reason as the metrics sink writes it for one
+    crash = Watcher()
+    crash.crash_loop("dynamo", "llm", "worker")
+    (series,) = [s for s in crash.scrape().splitlines() if s.startswith("crashwatch_component_diagnosed{")]
+    reason = re.search(r'reason="(\w+)"', series)
+    assert reason is not None
+    assert f'reason=\\"{reason.group(1)}\\"' in query
+    for label in ("job", "namespace", "graph"):
+        assert f"{label}=%q" in query
+    # each finding's words: the labels the series has
+    said = set(re.findall(r"\{\{ \.Labels\.(\w+) \}\}", rule["annotations"]["description"]))
+    assert said == {"component", "container", "pod", "exit_code"}
+    assert said <= set(re.findall(r'(\w+)="', series))

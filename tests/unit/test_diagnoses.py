@@ -220,10 +220,39 @@ def test_an_oom_kill_without_a_limit_says_so_even_under_on_failure() -> None:
     assert found is not None and found.diagnosis == OOM_KILLED and "no memory limit" in found.describe()
 
 
-def test_an_oom_kill_with_a_non_zero_exit_stays_the_crash_loop_rules() -> None:
+def test_an_oom_kill_with_a_non_zero_exit_stays_the_crash_loop_rules_with_the_memory_limit_added() -> None:
     found = check(exited(137, "OOMKilled"))
-    assert found is not None and (found.diagnosis, found.exit_code) == ("", 137)
+    assert found is not None and (found.diagnosis, found.exit_code, found.memory_limit) == ("", 137, "4Gi")
+    assert found.describe().endswith("after exit code 137 (OOMKilled, memory limit 4Gi)")
+
+
+def test_an_init_containers_oom_kill_names_the_init_containers_limit() -> None:
+    obj = pod(
+        containers=[container(state="waiting", exit_code=None, waiting="PodInitializing")],
+        init=[container("init", restarts=2, exit_code=137, reason="OOMKilled")],
+        phase="Pending",
+    )
+    obj["spec"] = {
+        "initContainers": [{"name": "init", "resources": {"limits": {"memory": "512Mi"}}}],
+        "containers": [{"name": "main", "resources": {"limits": {"memory": "4Gi"}}}],
+    }
+    found = check(obj)
+    assert found is not None and (found.container, found.memory_limit) == ("init", "512Mi")
+    assert found.describe().endswith("after exit code 137 (OOMKilled, memory limit 512Mi)")
+
+
+def test_an_oom_kill_with_a_non_zero_exit_and_no_limit_keeps_the_rules_words() -> None:
+    obj = exited(137, "OOMKilled")
+    obj["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "2"}}
+    found = check(obj)
+    assert found is not None and found.memory_limit == ""
     assert found.describe().endswith("after exit code 137 (OOMKilled)")
+
+
+def test_a_crash_loop_that_is_no_oom_kill_carries_no_memory_limit() -> None:
+    found = check(exited(1, "Error"))
+    assert found is not None and found.memory_limit == ""
+    assert found.describe().endswith("after exit code 1")
 
 
 # --- graces, through the pipeline --------------------------------------------------------------------

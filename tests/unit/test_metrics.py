@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from builders import container, pod, typed_pod
 
 from pipeline.crashloop import Finding
+from pipeline.diagnoses import diagnose
 from pipeline.outputs import ComponentChange, GraphChange
 from sinks.metrics import Metrics
 from sinks.status import PatchStats
@@ -44,6 +49,85 @@ def test_a_component_that_was_never_seen_failing_recovering_changes_nothing() ->
     metrics = Metrics()
     metrics.observe([component("a", "worker", False)])
     assert crash_looping(metrics, "a") is None
+
+
+def diagnosed(metrics: Metrics) -> dict[str, dict[str, str]]:
+    """crashwatch_component_diagnosed's series as {component: labels}, each asserted to be 1."""
+    found = {}
+    for family in metrics.registry.collect():
+        for sample in family.samples:
+            if sample.name == "crashwatch_component_diagnosed":
+                assert sample.value == 1
+                assert sample.labels["component"] not in found, "two series for one component"
+                found[sample.labels["component"]] = sample.labels
+    return found
+
+
+def exited(exit_code: int, reason: str) -> dict[str, Any]:
+    obj = pod("w-0", containers=[container(restarts=3, exit_code=exit_code, reason=reason)])
+    obj["spec"] = {"containers": [{"name": "main", "resources": {"limits": {"memory": "1Gi"}}}]}
+    return obj
+
+
+def waiting(reason: str) -> dict[str, Any]:
+    return pod("w-0", containers=[container(exit_code=None, waiting=reason)], phase="Pending")
+
+
+def unschedulable() -> dict[str, Any]:
+    obj = pod("w-0", containers=[], phase="Pending")
+    obj["status"]["containerStatuses"] = []
+    obj["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes"}
+    ]
+    return obj
+
+
+# each diagnosis, found by the real rules on a Pod, and the labels its series must carry
+DIAGNOSED = [
+    (exited(1, "Error"), {"reason": "ContainerCrashLooping", "container": "main", "exit_code": "1"}),
+    (exited(137, "OOMKilled"), {"reason": "ContainerCrashLooping", "container": "main", "exit_code": "137"}),
+    (exited(0, "OOMKilled"), {"reason": "ContainerOOMKilled", "container": "main", "exit_code": "0"}),
+    (exited(0, "Completed"), {"reason": "ContainerRestartLooping", "container": "main", "exit_code": "0"}),
+    (waiting("ImagePullBackOff"), {"reason": "ImagePullFailing", "container": "main", "exit_code": ""}),
+    (waiting("ErrImageNeverPull"), {"reason": "ImagePullFailing", "container": "main", "exit_code": ""}),
+    (waiting("CreateContainerConfigError"), {"reason": "ContainerConfigError", "container": "main", "exit_code": ""}),
+    (unschedulable(), {"reason": "PodUnschedulable", "container": "", "exit_code": ""}),
+]
+
+
+@pytest.mark.parametrize(("obj", "labels"), DIAGNOSED, ids=[labels["reason"] for _, labels in DIAGNOSED])
+def test_a_diagnosed_component_has_one_series_naming_its_finding_until_it_clears(
+    obj: dict[str, Any], labels: dict[str, str]
+) -> None:
+    finding = diagnose(typed_pod(obj))
+    assert finding is not None
+    metrics = Metrics()
+    change = ComponentChange(None, "ns", "g", "worker", "g-worker", finding, "")
+    metrics.observe([change])
+    where = {"namespace": "ns", "graph": "g", "component": "worker", "pod": "w-0"}
+    assert diagnosed(metrics) == {"worker": where | labels}
+    metrics.observe([change])  # the same verdict again: the same one series
+    assert diagnosed(metrics) == {"worker": where | labels}
+    metrics.observe([ComponentChange(None, "ns", "g", "worker", "g-worker", None, "")])
+    assert diagnosed(metrics) == {}
+    assert b"crashwatch_component_diagnosed{" not in metrics.exposition()
+
+
+def test_a_changed_finding_replaces_the_components_series_and_components_are_apart() -> None:
+    metrics = Metrics()
+    metrics.observe([component("a", "worker", True), component("a", "frontend", True)])
+    assert set(diagnosed(metrics)) == {"worker", "frontend"}
+    replaced = Finding("g-worker-1", "main", 7, 137, "OOMKilled")  # the Pod replaced, crashing otherwise
+    metrics.observe([ComponentChange(None, "ns", "a", "worker", "a-worker", replaced, "")])
+    series = diagnosed(metrics)
+    assert (series["worker"]["pod"], series["worker"]["exit_code"]) == ("g-worker-1", "137")
+    assert series["frontend"]["pod"] == "g-worker-0"
+    # more restarts of the same crash: no new series (the restart count is no label)
+    metrics.observe([ComponentChange(None, "ns", "a", "worker", "a-worker", Finding("g-worker-1", "main", 9, 137), "")])
+    assert diagnosed(metrics)["worker"] == series["worker"]
+    assert metrics.exposition().count(b"crashwatch_component_diagnosed{") == 2
+    metrics.observe([component("a", "frontend", False)])
+    assert set(diagnosed(metrics)) == {"worker"}
 
 
 @dataclass

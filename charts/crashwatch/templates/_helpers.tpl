@@ -27,6 +27,13 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
+{{/* Whether http.host is a loopback address: only the Pod's own network reaches it (the kubelet's probes
+with hostNetwork), never a Service. */}}
+{{- define "crashwatch.loopback" -}}
+{{- $host := .Values.http.host }}
+{{- if or (hasPrefix "127." $host) (eq $host "localhost") (eq $host "::1") }}true{{ end }}
+{{- end }}
+
 {{- define "crashwatch.serviceAccountName" -}}
 {{- if .Values.serviceAccount.create }}
 {{- default (include "crashwatch.fullname" .) .Values.serviceAccount.name }}
@@ -80,6 +87,12 @@ spec:
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- if .Values.hostNetwork }}
+  # the node's network: the Pod reaches what listens on the node (an API server on its loopback) and
+  # the Service names still resolve through the cluster's DNS
+  hostNetwork: true
+  dnsPolicy: ClusterFirstWithHostNet
+  {{- end }}
   terminationGracePeriodSeconds: {{ .Values.terminationGracePeriodSeconds }}
   securityContext:
     {{- toYaml .Values.podSecurityContext | nindent 4 }}
@@ -87,12 +100,17 @@ spec:
     - name: crashwatch
       image: "{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}"
       imagePullPolicy: {{ .Values.image.pullPolicy }}
-      {{- if .Values.shards.enabled }}
+      {{- if or .Values.shards.enabled .Values.extraEnv }}
       env:
+        {{- if .Values.shards.enabled }}
         - name: SHARD_INDEX
           valueFrom:
             fieldRef:
               fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+        {{- end }}
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
       {{- end }}
       args:
         - run
@@ -107,7 +125,8 @@ spec:
         - --log-format
         - {{ .Values.logFormat }}
         - --http-address
-        - {{ printf ":%d" (int .Values.http.port) | quote }}
+        {{- $host := .Values.http.host }}
+        - {{ printf "%s:%d" (ternary (printf "[%s]" $host) $host (contains ":" $host)) (int .Values.http.port) | quote }}
         {{- if and .Values.events .Values.eventLogs }}
         - --event-logs
         {{- end }}
@@ -142,11 +161,17 @@ spec:
         httpGet:
           path: /readyz
           port: http
+          {{- with .Values.http.host }}
+          host: {{ . | quote }}
+          {{- end }}
         periodSeconds: 5
       livenessProbe:
         httpGet:
           path: /healthz
           port: http
+          {{- with .Values.http.host }}
+          host: {{ . | quote }}
+          {{- end }}
         periodSeconds: 20
         failureThreshold: 3
       resources:

@@ -1,0 +1,184 @@
+"""A spec change that replaces a component (pipeline.rollouts): its Pods of the old spec stop counting, so
+a fix never reads failed at its new generation because of Pods on their way out; clause by clause."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders import container, dgd, event, labels, pod
+
+from pipeline.aggregate import NONE_MESSAGE, REPLACED_MESSAGE
+from pipeline.outputs import ComponentChange, GraphChange, Output
+from pipeline.pipeline import Pipeline
+from pipeline.rollouts import REPLACEMENT_GRACE, replaced
+from stream.objects import ComponentTemplate, GraphTemplates, graph_templates
+
+WINDOW = 90.0
+
+
+def at(second: float) -> str:
+    minutes, seconds = divmod(second, 60)
+    return f"2026-11-20T10:{int(minutes):02d}:{seconds:06.3f}Z"
+
+
+def component(name: str, kind: str, command: str = "serve", replicas: int = 1) -> dict[str, Any]:
+    return {
+        "name": name,
+        "type": kind,
+        "replicas": replicas,
+        "podTemplate": {"spec": {"containers": [{"name": "main", "command": [command]}]}},
+    }
+
+
+def graph(*components: dict[str, Any], generation: int = 1, env: str = "a") -> dict[str, Any]:
+    spec = {"backendFramework": "vllm", "envs": [{"name": "X", "value": env}], "components": list(components)}
+    return dgd(generation=generation, spec=spec)
+
+
+def templates(obj: dict[str, Any]) -> GraphTemplates:
+    from stream.objects import DynamoGraphDeployment
+
+    decoded = event("ADDED", obj).object
+    assert isinstance(decoded, DynamoGraphDeployment)
+    return graph_templates(decoded)
+
+
+FRONTEND, WORKER, PREFILL = (
+    component("Frontend", "frontend"),
+    component("Decode", "decode"),
+    component("Prefill", "prefill"),
+)
+
+
+# --- which components a change replaces --------------------------------------------------------------
+
+
+def test_a_change_of_scaling_fields_alone_replaces_nothing() -> None:
+    before = templates(graph(FRONTEND, WORKER))
+    after = templates(graph(component("Frontend", "frontend", replicas=3), component("Decode", "decode", replicas=2)))
+    assert replaced(before, after) == []
+
+
+def test_a_non_worker_components_change_replaces_that_component_alone() -> None:
+    before = templates(graph(FRONTEND, WORKER, PREFILL))
+    after = templates(graph(component("Frontend", "frontend", "fixed"), WORKER, PREFILL))
+    assert replaced(before, after) == ["Frontend"]
+
+
+def test_a_worker_change_replaces_every_worker_type_component() -> None:
+    before = templates(graph(FRONTEND, WORKER, PREFILL))
+    after = templates(graph(FRONTEND, component("Decode", "decode", "fixed"), PREFILL))
+    assert replaced(before, after) == ["Decode", "Prefill"]
+    added = templates(graph(FRONTEND, WORKER, PREFILL, component("Extra", "worker")))
+    assert replaced(before, added) == ["Decode", "Extra", "Prefill"]
+
+
+def test_a_change_of_the_graph_wide_spec_replaces_every_component() -> None:
+    before = templates(graph(FRONTEND, WORKER))
+    assert replaced(before, templates(graph(FRONTEND, WORKER, env="b"))) == ["Decode", "Frontend"]
+
+
+def test_a_spec_that_cannot_be_read_tells_nothing() -> None:
+    readable = templates(graph(FRONTEND, WORKER))
+    unreadable = templates(dgd(spec={"components": "not a list"}))
+    assert unreadable == GraphTemplates()
+    assert replaced(readable, unreadable) == [] and replaced(unreadable, readable) == []
+    assert templates(dgd()) == GraphTemplates()  # no spec at all
+
+
+def test_v1alpha1_services_are_read_by_name() -> None:
+    spec = {"services": {"VllmWorker": {"componentType": "worker", "replicas": 1, "envs": []}}}
+    read = templates(dgd(spec=spec))
+    assert [(c.name, c.type) for c in read.components] == [("VllmWorker", "worker")]
+    assert isinstance(read.components[0], ComponentTemplate)
+
+
+# --- the verdicts --------------------------------------------------------------------------------------
+
+
+def crashed(name: str, restarts: int, uid: str | None = None, component: str = "Decode") -> dict[str, Any]:
+    """Down after exit 1, restarted `restarts` times: crash-looping from two on."""
+    status = [container(state="terminated", restarts=restarts, exit_code=1)]
+    return pod(name, uid=uid, pod_labels=labels("g", component), containers=status)
+
+
+def changes(outputs: list[Output]) -> list[tuple[str, Any, str | None]]:
+    said: list[tuple[str, Any, str | None]] = []
+    for o in outputs:
+        if isinstance(o, ComponentChange):
+            said.append(("component", o.finding.pod if o.finding else None, o.message))
+        elif isinstance(o, GraphChange):
+            said.append(("graph", o.failed, o.reason))
+    return said
+
+
+def looping(pipeline: Pipeline) -> Pipeline:
+    """A graph whose Decode worker crash-loops, at generation 1."""
+    pipeline.feed([event("ADDED", graph(FRONTEND, WORKER), at(0))])
+    out = pipeline.feed([event("ADDED", crashed("decode-old", 2), at(5))])
+    assert ("graph", True, "component_crash_looping") in changes(out)
+    return pipeline
+
+
+def test_the_fixs_spec_change_clears_the_old_pods_crash_loop_at_once() -> None:
+    pipeline = looping(Pipeline(recovery_window=WINDOW))
+    fix = graph(FRONTEND, component("Decode", "decode", "fixed"), generation=2)
+    said = changes(pipeline.feed([event("MODIFIED", fix, at(10))]))
+    assert said == [("component", None, REPLACED_MESSAGE), ("graph", False, None)]
+    # the old Pod crashes on while it lingers: it does not count
+    assert changes(pipeline.feed([event("MODIFIED", crashed("decode-old", 3), at(20))])) == []
+    # a Pod of the new spec that starts does not bring it back either; the old one goes
+    new = pod("decode-new", pod_labels=labels("g", "Decode"), containers=[container(state="running")], ready=True)
+    assert changes(pipeline.feed([event("ADDED", new, at(21))])) == []
+    assert changes(pipeline.feed([event("DELETED", crashed("decode-old", 3), at(22))])) == []
+    assert not pipeline.aggregator._superseded  # nothing kept of a Pod that went
+    assert changes(pipeline.tick(at(10 + REPLACEMENT_GRACE + 1))) == []
+
+
+def test_a_pod_of_the_new_spec_that_crash_loops_fails_the_graph_again() -> None:
+    pipeline = looping(Pipeline(recovery_window=WINDOW))
+    pipeline.feed(
+        [event("MODIFIED", graph(FRONTEND, component("Decode", "decode", "still broken"), generation=2), at(10))]
+    )
+    said = changes(pipeline.feed([event("ADDED", crashed("decode-new", 2), at(30))]))
+    assert said == [("component", "decode-new", said[0][2]), ("graph", True, "component_crash_looping")]
+    # and the old Pod, replaced under its name (a new uid, as an LWS group's leader comes back), counts again
+    pipeline.feed([event("DELETED", crashed("decode-new", 2), at(31))])
+    said = changes(pipeline.feed([event("ADDED", crashed("decode-old", 2, uid="uid-new-incarnation"), at(32))]))
+    assert said[0][:2] == ("component", "decode-old") and pipeline.aggregator.graph_verdicts()
+
+
+def test_a_scaling_change_or_another_components_change_keeps_the_crash_loop() -> None:
+    pipeline = looping(Pipeline(recovery_window=WINDOW))
+    scaled = graph(FRONTEND, component("Decode", "decode", replicas=4), generation=2)
+    assert changes(pipeline.feed([event("MODIFIED", scaled, at(10))])) == []
+    frontend = graph(component("Frontend", "frontend", "new"), component("Decode", "decode", replicas=4), generation=3)
+    assert changes(pipeline.feed([event("MODIFIED", frontend, at(11))])) == []
+    assert pipeline.aggregator.graph_verdicts()
+
+
+def test_a_change_that_replaces_no_pod_after_all_counts_them_again_after_the_grace() -> None:
+    pipeline = looping(Pipeline(recovery_window=WINDOW))
+    pipeline.feed([event("MODIFIED", graph(FRONTEND, component("Decode", "decode", "x"), generation=2), at(10))])
+    assert changes(pipeline.tick(at(10 + REPLACEMENT_GRACE - 1))) == []
+    said = changes(pipeline.tick(at(10 + REPLACEMENT_GRACE + 1)))
+    assert said[0][:2] == ("component", "decode-old") and said[1] == ("graph", True, "component_crash_looping")
+    assert not pipeline.aggregator._superseded
+
+
+def test_without_times_a_change_replaces_nothing() -> None:
+    """A log without times cannot measure the replacement grace: the old Pods go on counting."""
+    pipeline = Pipeline(recovery_window=WINDOW)
+    pipeline.feed([event("ADDED", graph(FRONTEND, WORKER)), event("ADDED", crashed("decode-old", 2))])
+    fix = graph(FRONTEND, component("Decode", "decode", "fixed"), generation=2)
+    assert changes(pipeline.feed([event("MODIFIED", fix)])) == []
+    assert pipeline.aggregator.graph_verdicts()
+
+
+def test_a_component_that_recovers_on_its_own_says_so_in_its_usual_words() -> None:
+    pipeline = looping(Pipeline(recovery_window=0))
+    ready = pod(
+        "decode-old", pod_labels=labels("g", "Decode"), containers=[container(state="running", restarts=2)], ready=True
+    )
+    said = changes(pipeline.feed([event("MODIFIED", ready, at(9))]))
+    assert said[0] == ("component", None, NONE_MESSAGE)
