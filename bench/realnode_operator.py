@@ -40,6 +40,8 @@ from watcher import Watcher, kubeconfig_args  # noqa: E402
 NAMESPACE = "bench"
 GRAPH = "llm"
 CRASHWATCH = "crashwatch-bench"
+# the product's default, named: tests/watcher.Watcher gives a live command a 1 s window unless told one
+WINDOW = "1m30s"
 PROBES = "mkdir -p /tmp/www && echo ok > /tmp/www/live && echo ok > /tmp/www/health"
 # up 11 s, longer than the startup probe's period (10 s): each run is Ready for a moment
 CRASHES = f"{PROBES} && httpd -p 9090 -h /tmp/www && sleep 11 && exit 1"
@@ -140,7 +142,8 @@ def main() -> int:
         kube = controllers.kube()
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
-        with Watcher("run", "-n", NAMESPACE, "-o", "json", *kubeconfig_args(kubeconfig)) as w:
+        watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
+        with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
             versions = operators.Recorder(kube, dgds(NAMESPACE))
             try:

@@ -42,6 +42,8 @@ from watcher import Watcher, kubeconfig_args  # noqa: E402
 NAMESPACE = "bench"
 GRAPH = "llm"
 CRASHWATCH = "crashwatch-bench"
+# the product's default, named: tests/watcher.Watcher gives a live command a 1 s window unless told one
+WINDOW = "1m30s"
 CHART = ROOT / "tests" / "e2e" / "charts" / "dynamo-graph-operator"
 # the operator's worker probes: GET /live and /health on the system port 9090, served by busybox httpd
 PROBES = "mkdir -p /tmp/www && echo ok > /tmp/www/live && echo ok > /tmp/www/health"
@@ -129,7 +131,8 @@ def main() -> int:
         helm = Helm(controllers.user_kubeconfig("helm-user"), folders.mktemp("helm"), node.busybox)
         path = f"{dgds(NAMESPACE)}/{GRAPH}"
         kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
-        with Watcher("run", "-n", NAMESPACE, "-o", "json", *kubeconfig_args(kubeconfig)) as w:
+        watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
+        with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
             adopt(kube, helm, broken(0))
             installed = helm.run("install", broken(0))
