@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import operators  # noqa: E402
 import yaml  # noqa: E402
 from dynamo import conditions, dgds  # noqa: E402
+from helm import Helm  # noqa: E402
 from kube import Kube, eventually  # noqa: E402
 from waiters_bin import waiters_bin  # noqa: E402
 from watcher import Watcher, kubeconfig_args  # noqa: E402
@@ -67,27 +67,18 @@ class Folders:
         return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
 
 
-class Helm:
-    def __init__(self, kubeconfig: Path, home: Path, image: str) -> None:
-        self.binary, self.image = waiters_bin() / "helm", image
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def run(self, verb: str, script: str, *extra: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        command = [str(self.binary), verb, GRAPH, str(CHART), "--namespace", NAMESPACE]
-        command += ["--set", f"image={self.image}", "--set-string", f"script={script}", *extra]
-        return subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=timeout)
+def chart(
+    helm: Helm, image: str, verb: str, script: str, *extra: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """`helm VERB` of the graph's chart with the worker's script."""
+    values = ("--set", f"image={image}", "--set-string", f"script={script}")
+    return helm.run(verb, GRAPH, str(CHART), *values, *extra, timeout=timeout)
 
 
-def adopt(kube: Kube, helm: Helm, script: str) -> None:
+def adopt(kube: Kube, helm: Helm, image: str, script: str) -> None:
     """The chart's DGD applied as Helm would, so that `helm install` adopts an object that already has the
     operator's status (a custom resource with no status at all reads Current to kstatus)."""
-    rendered = helm.run("template", script)
+    rendered = chart(helm, image, "template", script)
     (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     manifest["metadata"] = {
         "name": GRAPH,
@@ -128,20 +119,21 @@ def main() -> int:
     try:
         kube = controllers.kube()
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-        helm = Helm(controllers.user_kubeconfig("helm-user"), folders.mktemp("helm"), node.busybox)
+        helm = Helm(folders.mktemp("helm"), controllers.user_kubeconfig("helm-user"), NAMESPACE)
+        image = node.busybox
         path = f"{dgds(NAMESPACE)}/{GRAPH}"
         kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
         watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
         with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
-            adopt(kube, helm, broken(0))
-            installed = helm.run("install", broken(0))
+            adopt(kube, helm, image, broken(0))
+            installed = chart(helm, image, "install", broken(0))
             assert installed.returncode == 0, installed.stderr
             versions = operators.Recorder(kube, dgds(NAMESPACE))
             try:
                 for round_ in range(1, args.rounds + 1):
                     if round_ > 1:
-                        upgraded = helm.run("upgrade", broken(round_))
+                        upgraded = chart(helm, image, "upgrade", broken(round_))
                         assert upgraded.returncode == 0, upgraded.stderr
                     generation = kube.get(path)["metadata"]["generation"]
 
@@ -151,7 +143,7 @@ def main() -> int:
 
                     eventually(marked, 300, "the crash loop marked", step=0.2)
                     began = time.monotonic()
-                    done = helm.run("upgrade", fixed(round_), "--wait", "--timeout", "5m", timeout=360)
+                    done = chart(helm, image, "upgrade", fixed(round_), "--wait", "--timeout", "5m", timeout=360)
                     took = time.monotonic() - began
                     new = kube.get(path)["metadata"]["generation"]
                     seen = [

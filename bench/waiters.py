@@ -51,8 +51,9 @@ sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 
 import envtest
 from dynamo import adopted_by_helm, conditions, dgds, labelled_pod, make_graph
+from helm import Helm
 from kube import Kube, crash_status
-from test_kstatus_helm import CHART, DCD, GRAPH, RELEASE, Helm, wait_waiting
+from test_kstatus_helm import CHART, DCD, GRAPH, RELEASE, wait_waiting
 from test_wait import progress
 from waiters_bin import waiters_bin
 from watcher import Watcher
@@ -156,7 +157,7 @@ async def one_loop(
         wait = stack.enter_context(TimedWaiter(plane.kubeconfig, namespace, f"dgd/{GRAPH}"))
         wait_clock = ExitClock(wait.process)
         (home / namespace).mkdir()
-        helm = Helm(waiters, plane.kubeconfig, namespace, home / namespace)
+        helm = Helm(home / namespace, plane.kubeconfig, namespace)
         install, log = stack.enter_context(
             helm.start("install", "install", RELEASE, str(CHART), "--wait", "--timeout", "5m")
         )
@@ -307,7 +308,7 @@ async def measure(plane: envtest.ControlPlane, waiters: Path, home: Path, loops:
     names: list[str] = []
     with Watcher("run", "-A", "-o", "json", "--kubeconfig", str(plane.kubeconfig)) as watcher:
         watcher.wait_synced()
-        manifest = chart_manifest(Helm(waiters, plane.kubeconfig, "default", home))
+        manifest = chart_manifest(Helm(home, plane.kubeconfig, "default"))
         began = time.perf_counter()
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=ssl_context(plane.certs))) as session:
             for n in range(loops):

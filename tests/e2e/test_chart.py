@@ -23,10 +23,10 @@ import envtest
 import pytest
 import yaml
 from dynamo import crash_loop_written, labelled_pod, make_graph
+from helm import Helm
 from kube import NODE, ApiError, Kube, crash_loop, eventually, make_ready
 from promtool_bin import promtool
 from scrapes import METRIC, Target, duration_seconds, input_series, names, render_annotation
-from waiters_bin import waiters_bin
 from watcher import Watcher, http_get
 
 from crashwatch.cli import build_parser
@@ -38,27 +38,8 @@ MONITORING = ROOT / "k8s" / "monitoring"
 CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
 
 
-class Helm:
-    """The real helm binary, with homes of its own; against the test control plane when given one."""
-
-    def __init__(self, home: Path, kubeconfig: Path | None = None) -> None:
-        self.binary = waiters_bin() / "helm"
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-        }
-        if kubeconfig is not None:
-            self.env["KUBECONFIG"] = str(kubeconfig)
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=180)
-
-    def ok(self, *args: str) -> str:
-        done = self.run(*args)
-        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
+class ChartHelm(Helm):
+    """helm (tests/helm.py) with the chart's renderings; against the test control plane when given one."""
 
     def template(
         self, *values: str, release: str = "crashwatch", namespace: str = "crashwatch"
@@ -68,8 +49,8 @@ class Helm:
 
 
 @pytest.fixture(scope="module")
-def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
-    return Helm(tmp_path_factory.mktemp("helm"))
+def helm(tmp_path_factory: pytest.TempPathFactory) -> ChartHelm:
+    return ChartHelm(tmp_path_factory.mktemp("helm"))
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -94,7 +75,7 @@ def pod_spec(workload: dict[str, Any]) -> dict[str, Any]:
 # --- lint, schema, template ----------------------------------------------------------------------------
 
 
-def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm: Helm) -> None:
+def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm: ChartHelm) -> None:
     out = helm.ok("lint", "--strict", str(CHART))
     assert "1 chart(s) linted, 0 chart(s) failed" in out
     for bad, why in [
@@ -112,7 +93,7 @@ def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm:
         assert done.returncode != 0 and "schema" in done.stderr, (bad, done.stderr)
 
 
-def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: Helm) -> None:
+def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> None:
     docs = helm.template(release="cw", namespace="ops")
     assert one(docs, "ClusterRole")["rules"] == watcher_manifest("clusterrole.yaml")["rules"]
     assert one(docs, "Role")["rules"] == watcher_manifest("role.yaml")["rules"]
@@ -146,7 +127,7 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: Helm) -> None:
     assert "--event-logs" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
 
 
-def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(helm: Helm) -> None:
+def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(helm: ChartHelm) -> None:
     docs = helm.template()
     deployment = one(docs, "Deployment")
     ours, theirs = pod_spec(deployment), pod_spec(watcher_manifest("deployment.yaml"))
@@ -189,7 +170,7 @@ def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(h
 
 
 def test_on_the_nodes_network_the_watcher_listens_where_its_probes_ask_and_no_service_claims_to_reach_it(
-    helm: Helm,
+    helm: ChartHelm,
 ) -> None:
     default = pod_spec(one(helm.template(), "Deployment"))
     assert "hostNetwork" not in default and "dnsPolicy" not in default and "env" not in default["containers"][0]
@@ -236,7 +217,7 @@ def test_on_the_nodes_network_the_watcher_listens_where_its_probes_ask_and_no_se
     assert done.returncode != 0 and "schema" in done.stderr, done.stderr
 
 
-def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: Helm) -> None:
+def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: ChartHelm) -> None:
     docs = helm.template("--set", "shards.enabled=true", "--set", "shards.count=4")
     assert "Deployment" not in kinds(docs)
     statefulset = one(docs, "StatefulSet")
@@ -280,7 +261,7 @@ def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(h
         assert all(selector.items() <= s["spec"]["template"]["metadata"]["labels"].items() for s in (first, second))
 
 
-def test_the_monitoring_objects_carry_the_plain_files_and_select_the_service(helm: Helm) -> None:
+def test_the_monitoring_objects_carry_the_plain_files_and_select_the_service(helm: ChartHelm) -> None:
     docs = helm.template(
         "--set", "serviceMonitor.enabled=true",
         "--set", "prometheusRule.enabled=true",
@@ -319,7 +300,7 @@ def test_the_monitoring_objects_carry_the_plain_files_and_select_the_service(hel
 # --- install, run as the chart's identity, alert, upgrade, uninstall ---------------------------------------
 
 
-def manifest_objects(helm: Helm, release: str, namespace: str) -> list[dict[str, Any]]:
+def manifest_objects(helm: ChartHelm, release: str, namespace: str) -> list[dict[str, Any]]:
     out = helm.ok("get", "manifest", release, "--namespace", namespace)
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
@@ -361,7 +342,7 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
     release_namespace: str,
     tmp_path: Path,
 ) -> None:
-    helm = Helm(tmp_path / "helm", control_plane.kubeconfig)
+    helm = ChartHelm(tmp_path / "helm", control_plane.kubeconfig)
     release, where = f"cw-{namespace[-6:]}", release_namespace
     pods = f"/api/v1/namespaces/{where}/pods?labelSelector=app.kubernetes.io/instance%3D{release}"
     # `helm install --wait`, the test playing the kubelet: each Pod of the release bound to a node and

@@ -12,12 +12,10 @@ No operator or kubelet runs here: the tests play them, as test_watcher.py does.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +23,7 @@ import envtest
 import pytest
 import yaml
 from dynamo import adopted_by_helm, conditions, dcds, dgds, labelled_pod, make_graph
+from helm import Helm
 from kube import Kube, crash_loop, crash_status, make_ready, set_pod_status
 from waiters_bin import waiters_bin
 from watcher import Watcher, kubeconfig_args
@@ -207,41 +206,6 @@ def test_kstatus_reads_a_crash_loop_as_failed_and_the_operators_ready_after_the_
 # --- Helm 4 --------------------------------------------------------------------------------------------
 
 
-class Helm:
-    """The real helm binary against the test control plane, with its own cache, config and data homes."""
-
-    def __init__(self, waiters: Path, kubeconfig: Path, namespace: str, home: Path) -> None:
-        self.binary, self.namespace, self.home = waiters / "helm", namespace, home
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def command(self, *args: str) -> list[str]:
-        return [str(self.binary), *args, "--namespace", self.namespace]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(*args), env=self.env, capture_output=True, text=True, timeout=120)
-
-    @contextmanager
-    def start(self, name: str, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-        """helm in the background, its output in a log file; killed on the way out if still running."""
-        log = self.home / f"{name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                self.command(*args, "--debug"), env=self.env, stdout=out, stderr=subprocess.STDOUT
-            )
-        try:
-            yield process, log
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=15)
-
-
 def wait_waiting(process: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
     """Until helm has applied the chart and watches its objects (its debug log says so)."""
     deadline = time.monotonic() + timeout
@@ -269,7 +233,7 @@ def first_seen(checks: dict[str, Callable[[], bool]], timeout: float = 60) -> di
 def test_helm_install_wait_fails_within_seconds_of_the_crash_loop_and_the_upgrade_with_the_fix_succeeds(
     control_plane: envtest.ControlPlane, kube: Kube, namespace: str, waiters: Path, tmp_path: Path
 ) -> None:
-    helm = Helm(waiters, control_plane.kubeconfig, namespace, tmp_path)
+    helm = Helm(tmp_path, control_plane.kubeconfig, namespace)
     rendered = helm.run("template", RELEASE, str(CHART))
     assert rendered.returncode == 0, rendered.stderr
     (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
@@ -365,7 +329,7 @@ def test_the_upgrade_with_the_fix_succeeds_while_the_old_pod_crash_loops_on_at_t
     Ready). kstatus then reads `Stalled` at the new generation, so the old Pod's crashes must not count
     there: crashwatch withdraws its mark as it sees the spec change replace the worker, and the upgrade
     waits for the new Pod instead of failing on the old one."""
-    helm = Helm(waiters, control_plane.kubeconfig, namespace, tmp_path)
+    helm = Helm(tmp_path, control_plane.kubeconfig, namespace)
     rendered = helm.run("template", RELEASE, str(CHART))
     (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
     make_graph(kube, namespace, deployments=False)

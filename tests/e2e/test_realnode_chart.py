@@ -12,8 +12,6 @@ loopback (no Service: none could reach it). The image is scripts/build-image's, 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,10 +21,10 @@ import pytest
 import realnode
 import yaml
 from dynamo import conditions, dcds, dgds
+from helm import Helm
 from kube import ApiError, Kube, eventually
 from prometheus_client.parser import text_string_to_metric_families
 from realnode import container, make_component, spec
-from waiters_bin import waiters_bin
 from watcher import http_get
 
 pytestmark = pytest.mark.e2e
@@ -48,28 +46,6 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realnode.Node]:
 @pytest.fixture(scope="module")
 def watcher_image(node: realnode.Node, tmp_path_factory: pytest.TempPathFactory) -> str:
     return realnode.import_watcher_image(node, tmp_path_factory)
-
-
-class Helm:
-    """The real helm binary with homes of its own, against the node's control plane."""
-
-    def __init__(self, home: Path, kubeconfig: Path) -> None:
-        self.binary = waiters_bin() / "helm"
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([str(self.binary), *args], env=self.env, capture_output=True, text=True, timeout=360)
-
-    def ok(self, *args: str) -> str:
-        done = self.run(*args)
-        assert done.returncode == 0, f"helm {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
-        return done.stdout
 
 
 def path_of(doc: dict[str, Any], namespace: str) -> str:
@@ -103,7 +79,7 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
     node: realnode.Node, watcher_image: str, tmp_path: Path
 ) -> None:
     kube = node.kube()
-    helm = Helm(tmp_path / "helm", node.plane.kubeconfig)
+    helm = Helm(tmp_path / "helm", node.plane.kubeconfig, timeout=360)
     suffix = uuid.uuid4().hex[:6]
     release, where, watched = f"cw-{suffix}", f"cw-rel-{suffix}", f"rn-chart-{suffix}"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}})

@@ -51,6 +51,7 @@ import yaml
 from argocd import DCD, DGD, health
 from cli import run
 from dynamo import adopted_by_helm, conditions, dcds, dgds
+from helm import helm_env
 from kube import ApiError, Kube, eventually
 from realnode import container, make_component, spec
 from registry import Registry
@@ -342,13 +343,7 @@ class HelmRun:
 
     def __init__(self, helm: Path, kubeconfig: Path, namespace: str, home: Path, *args: str) -> None:
         home.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
+        env = helm_env(home, kubeconfig)
         self.log = home / f"{args[0]}.log"
         self.started = time.monotonic()
         self.exited: float | None = None

@@ -17,13 +17,11 @@ the group stays Ready. bench/realnode_operator.py measures the status writes of 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +32,7 @@ import realnode
 import yaml
 from cli import run
 from dynamo import conditions, dcds, dgds
+from helm import Helm
 from kube import Kube, eventually
 from operators import Controllers, Recorder, Seen
 from waiters_bin import waiters_bin
@@ -167,38 +166,6 @@ def restarts(kube: Kube, namespace: str) -> int:
 # --- helm ---------------------------------------------------------------------------------------------------
 
 
-class Helm:
-    """The real helm binary (tests/waiters) with homes of its own, against the node's control plane."""
-
-    def __init__(self, kubeconfig: Path, namespace: str, home: Path) -> None:
-        self.binary, self.namespace, self.home = waiters_bin() / "helm", namespace, home
-        self.env = {
-            **os.environ,
-            "HELM_CACHE_HOME": str(home / "cache"),
-            "HELM_CONFIG_HOME": str(home / "config"),
-            "HELM_DATA_HOME": str(home / "data"),
-            "KUBECONFIG": str(kubeconfig),
-        }
-
-    def command(self, *args: str) -> list[str]:
-        return [str(self.binary), *args, "--namespace", self.namespace]
-
-    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.command(*args), env=self.env, capture_output=True, text=True, timeout=120)
-
-    @contextmanager
-    def start(self, name: str, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
-        log = self.home / f"{name}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(self.command(*args, "--debug"), env=self.env, stdout=out, stderr=out)
-        try:
-            yield process, log
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait(timeout=15)
-
-
 def chart_values(image: str, script: str) -> tuple[str, ...]:
     return ("--set", f"image={image}", "--set-string", f"script={script}")
 
@@ -243,7 +210,7 @@ def versions_after(recorder: Recorder, since: float) -> list[dict[str, Any]]:
 def test_a_real_crash_loop_beside_the_real_operator_reads_failed_until_the_fix(
     controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
-    helm = Helm(controllers.user_kubeconfig("helm-user"), namespace, tmp_path)
+    helm = Helm(tmp_path, controllers.user_kubeconfig("helm-user"), namespace)
     rendered = helm.run("template", GRAPH, str(CHART), *chart_values(node.busybox, CRASHES))
     assert rendered.returncode == 0, rendered.stderr
     (manifest,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
@@ -453,14 +420,21 @@ def test_a_real_lws_group_recreated_by_the_real_controller_on_the_node_is_a_cras
             )
             dcd_path = f"{dcds(namespace)}/{dcd_name}"
 
+            # the versions that read as asked, kept: a second read could meet the operator's next rewrite
+            # (its `pending` on a Ready flip) before crashwatch answers it
+            read: dict[str, dict[str, Any]] = {}
+
             def reported() -> bool:
-                dcd = kube.get(dcd_path)
+                dcd = read["dcd"] = kube.get(dcd_path)
                 return is_stalled(dcd) and conditions(dcd)["Available"]["reason"] == "ContainerCrashLooping"
 
+            def graph_failed() -> bool:
+                dgd = read["dgd"] = kube.get(f"{dgds(namespace)}/{GRAPH}")
+                return failed(dgd)
+
             eventually(reported, 240, "the DCD reporting the recreation loop", step=0.1)
-            dcd = kube.get(dcd_path)
-            eventually(lambda: failed(kube.get(f"{dgds(namespace)}/{GRAPH}")), 60, "the DGD failed", step=0.1)
-            dgd = kube.get(f"{dgds(namespace)}/{GRAPH}")
+            eventually(graph_failed, 60, "the DGD failed", step=0.1)
+            dcd, dgd = read["dcd"], read["dgd"]
             w.wait_line('"recreations"', 30)
             # the fourth incarnation stays up, Ready: the loop is over
             eventually(lambda: not is_stalled(kube.get(dcd_path)), 240, "the DCD cleared", step=0.5)

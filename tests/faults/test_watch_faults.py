@@ -299,6 +299,8 @@ async def test_a_reflector_is_out_of_sync_from_its_second_failure_in_a_row_until
         await out.wait_for(lambda: reflector.lists == 2)
         assert reflector.in_sync and reflector.failures == 0
         assert not any("out of sync" in line for line in logged)
+        # the watch after the relist is answered before the next faults are queued (else it could take one)
+        await everything_before(api, out, "after-relist-2")
         # a relist failing past its retry: out of sync while it keeps failing, in sync once a list completes
         api.fault("watch pods", Fault("gone"))
         api.fault("list pods", busy, busy, busy)
@@ -307,6 +309,7 @@ async def test_a_reflector_is_out_of_sync_from_its_second_failure_in_a_row_until
         assert reflector.lists == 2  # the relist has not completed
         await out.wait_for(lambda: reflector.lists == 3, timeout=15)
         assert reflector.in_sync
+        await everything_before(api, out, "after-relist-3")
         # a watch that cannot be resumed: dropped, then refused; in sync once a watch is answered (no relist)
         watches = len(api.requests_of("GET", "pods", watch=True))
         api.fault("watch pods", busy)
