@@ -23,7 +23,6 @@ import datetime
 import json
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -45,16 +44,6 @@ WINDOW = "1m30s"
 PROBES = "mkdir -p /tmp/www && echo ok > /tmp/www/live && echo ok > /tmp/www/health"
 # up 11 s, longer than the startup probe's period (10 s): each run is Ready for a moment
 CRASHES = f"{PROBES} && httpd -p 9090 -h /tmp/www && sleep 11 && exit 1"
-
-
-class Folders:
-    """What operators.on_node asks of pytest's tmp_path_factory: fresh folders."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="bench-realnode-operator-"))
-
-    def mktemp(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
 
 
 def graph(image: str) -> dict[str, Any]:
@@ -129,7 +118,7 @@ def main() -> int:
     parser.add_argument("--duration", default="5m", help="how long to count, from the crash that makes the loop")
     args = parser.parse_args()
     duration = parse_duration(args.duration)
-    folders = Folders()
+    folders = operators.Folders("bench-realnode-operator")
     cluster = operators.on_node(folders, lws=False)  # type: ignore[arg-type]
     try:
         node, controllers = next(cluster)

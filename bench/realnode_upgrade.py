@@ -23,7 +23,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -55,16 +54,6 @@ def broken(round_: int) -> str:
 
 def fixed(round_: int) -> str:
     return f"{PROBES} && echo round {round_} && exec httpd -f -p 9090 -h /tmp/www"
-
-
-class Folders:
-    """What operators.on_node asks of pytest's tmp_path_factory: fresh folders."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="bench-realnode-upgrade-"))
-
-    def mktemp(self, name: str) -> Path:
-        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
 
 
 def chart(
@@ -106,7 +95,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20, help="how many times to break and fix the worker")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the node and its control plane on the way out
-    folders = Folders()
+    folders = operators.Folders("bench-realnode-upgrade")
     cluster = operators.on_node(folders, lws=False)  # type: ignore[arg-type]
     try:
         node, controllers = next(cluster)

@@ -34,6 +34,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -474,6 +475,17 @@ def started(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Itera
             controllers.stop()
         plane.stop()
         shutil.rmtree(setup.workdir, ignore_errors=True)
+
+
+class Folders:
+    """What on_node asks of pytest's tmp_path_factory, for a benchmark run outside pytest: fresh folders
+    under one root named `prefix`."""
+
+    def __init__(self, prefix: str) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix=f"{prefix}-"))
+
+    def mktemp(self, name: str) -> Path:
+        return Path(tempfile.mkdtemp(prefix=f"{name}-", dir=self.root))
 
 
 def on_node(tmp_path_factory: pytest.TempPathFactory, lws: bool = True) -> Iterator[tuple[Any, Controllers]]:
