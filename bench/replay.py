@@ -36,8 +36,8 @@ from pipeline.aggregate import Aggregator
 from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, ViewStore, selector_matches
-from stream.events import WatchEvent
-from stream.objects import Pod, read_labels
+from stream.model.events import WatchEvent
+from stream.model.objects import Pod, read_labels
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / ".cache" / "bench"
@@ -414,7 +414,7 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
     it, against the same Pods fed decoded. `held`: the Pods (their last events), else `pods` of the
     default layout."""
     from pipeline.views import decode_view, encode_view
-    from stream.events import ReducedPod, pod_key
+    from stream.model.events import ReducedPod, pod_key
 
     if held is None:
         held = []
@@ -539,7 +539,7 @@ def pipeline_split(log: Path, rounds: int) -> tuple[float, float, float, int, in
     and aggregator together over the whole log (best of rounds); the events the filter let through, and
     of those the LeaderWorkerSet group Pods' that changed no verdict and no status."""
     from pipeline.views import PodView
-    from stream.decode import decode_event
+    from stream.model.decode import decode_event
 
     with open(log, "rb") as f:
         lines = f.read().splitlines()

@@ -236,7 +236,7 @@ def _namespace_filter(parser: argparse.ArgumentParser, args: argparse.Namespace)
     args.namespace_filter = None
     if not hasattr(args, "shard_count"):
         return
-    from stream.shards import NamespaceFilter, SelectorError, Shard, parse_selector
+    from stream.model.shards import NamespaceFilter, SelectorError, Shard, parse_selector
 
     try:
         shard = Shard(args.shard_index, args.shard_count)
@@ -815,7 +815,7 @@ def _live(
     from sinks.events import EventSettings
     from sinks.logs import DEFAULT_LINES
     from sinks.status import PatchSettings
-    from stream.reflector import WatchSettings
+    from stream.sources.reflector import WatchSettings
 
     watch = WatchSettings(
         request_timeout=args.request_timeout,

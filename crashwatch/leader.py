@@ -50,8 +50,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from stream.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
-from stream.messages import About, logger
+from stream.model.messages import About, logger
+from stream.sources.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
 
 Log = Callable[[str], None]
 JITTER = 0.2  # a candidate's pause between tries: the retry period times 1 to 1 + JITTER

@@ -19,7 +19,7 @@ again from what it observes (the pipeline is synced once more); on stop, once it
 the leader releases the lease.
 
 `--shard-index`/`--shard-count` and `--namespace-selector` (run, tail, record) keep some namespaces only
-(stream.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
+(stream.model.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
 drops the objects of other namespaces right after decoding them. A shard leads on a Lease of its own.
 """
 
@@ -56,13 +56,14 @@ from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
-from stream.client import ApiError, Backoff, ConfigError, KubeClient
-from stream.events import BadRecord
-from stream.messages import Level, Logger
-from stream.namespaces import SelectedNamespaces
-from stream.record import Recorder
-from stream.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
-from stream.resources import (
+from stream.model.events import BadRecord
+from stream.model.messages import Level, Logger
+from stream.model.shards import NamespaceFilter
+from stream.sources.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.sources.namespaces import SelectedNamespaces
+from stream.sources.record import Recorder
+from stream.sources.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
+from stream.sources.resources import (
     DEPLOYMENTS,
     LEADERWORKERSETS,
     PODS,
@@ -72,7 +73,6 @@ from stream.resources import (
     dynamo_resources,
     served,
 )
-from stream.shards import NamespaceFilter
 
 Command = Literal["run", "tail", "record", "wait", "get"]
 BUFFER = 64
@@ -381,7 +381,7 @@ async def _watch(
                     life.synced = True
                     if metrics is not None:
                         # from now on read at each scrape: 0 again while a reflector is out of sync (two
-                        # failed requests in a row: stream.reflector), which /readyz does not follow
+                        # failed requests in a row: stream.sources.reflector), which /readyz does not follow
                         watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
                         metrics.synced.set_function(lambda: float(all(r.in_sync for r in watched)))
                     count = sum(len(r.known) for r in reflectors)

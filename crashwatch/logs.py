@@ -19,7 +19,7 @@ from typing import Literal, TextIO
 import msgspec
 
 from sinks.text import printable
-from stream.messages import LEVELS, About, Level, Logger
+from stream.model.messages import LEVELS, About, Level, Logger
 
 LogFormat = Literal["text", "json"]
 FORMATS: tuple[LogFormat, ...] = ("text", "json")

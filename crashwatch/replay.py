@@ -43,8 +43,9 @@ from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
-from stream.events import BadRecord, WatchEvent
-from stream.logs import (
+from stream.model.events import BadRecord, WatchEvent
+from stream.model.messages import Level
+from stream.sources.logs import (
     DEFAULT_NAMESPACE,
     MAX_RECORD,
     LogSource,
@@ -54,8 +55,7 @@ from stream.logs import (
     open_log,
     read_log,
 )
-from stream.messages import Level
-from stream.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
+from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
 

@@ -16,7 +16,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from pipeline.filter import Rejected
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
-from stream.events import BadRecord, ReducedPod, WatchEvent
+from stream.model.events import BadRecord, ReducedPod, WatchEvent
 
 
 class Synced(msgspec.Struct, frozen=True, gc=False):

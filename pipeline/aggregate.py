@@ -59,7 +59,7 @@ from pipeline.views import (
     ViewStore,
     selector_matches,
 )
-from stream.objects import Condition, read_labels
+from stream.model.objects import Condition, read_labels
 
 K = TypeVar("K", bound=Hashable)
 M = TypeVar("M", bound=Hashable)

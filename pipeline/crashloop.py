@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import msgspec
 
-from stream.objects import ContainerStatus, Pod
+from stream.model.objects import ContainerStatus, Pod
 
 MIN_RESTARTS = 2
 

@@ -37,7 +37,7 @@ import msgspec
 
 from pipeline.crashloop import MIN_RESTARTS, Finding, crash_loop, pod_ready
 from pipeline.groups import seconds
-from stream.objects import ContainerSpec, ContainerStatus, Pod, read_spec
+from stream.model.objects import ContainerSpec, ContainerStatus, Pod, read_spec
 
 # Finding.diagnosis: "" is the crash loop of the upstream rule
 CRASH_LOOP = ""

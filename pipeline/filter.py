@@ -7,7 +7,7 @@ they just lost those labels (the aggregator must hear that they left). A Pod's v
 one, so labels are read only when their text changed; a Pod whose labels are not a map of strings is
 `Rejected` (its event skipped, its last view kept).
 
-A parallel replay's Pods arrive reduced (`stream.events.ReducedPod`: the view, msgpack-encoded by
+A parallel replay's Pods arrive reduced (`stream.model.events.ReducedPod`: the view, msgpack-encoded by
 `encode_view`). Most of them repeat the last view passed on for their Pod, so the filter keeps the bytes of
 that view and drops an equal one before decoding it: the same rule as for decoded views, on bytes. A Pod
 that arrives decoded forgets its bytes, so the two ways never disagree.
@@ -33,8 +33,8 @@ from pipeline.views import (
     decode_view,
     pod_view,
 )
-from stream.events import ReducedPod, WatchEvent, pod_key
-from stream.objects import LabelsProblem, Pod
+from stream.model.events import ReducedPod, WatchEvent, pod_key
+from stream.model.objects import LabelsProblem, Pod
 
 __all__ = ["EventFilter", "ObjectKey", "ObjectUpdate", "Rejected"]
 

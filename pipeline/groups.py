@@ -22,7 +22,7 @@ import re
 import msgspec
 
 from pipeline.crashloop import Finding
-from stream.objects import Pod
+from stream.model.objects import Pod
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"

@@ -11,7 +11,7 @@ from typing import Literal
 import msgspec
 
 from pipeline.crashloop import Finding
-from stream.objects import Condition
+from stream.model.objects import Condition
 
 
 class ComponentChange(msgspec.Struct, frozen=True, gc=False):

@@ -18,7 +18,7 @@ from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.views import ViewStore
-from stream.events import ReducedPod, WatchEvent
+from stream.model.events import ReducedPod, WatchEvent
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
 

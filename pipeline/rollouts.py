@@ -18,7 +18,7 @@ good: if no new Pod of the component shows up within the replacement grace, its 
 
 from __future__ import annotations
 
-from stream.objects import ComponentTemplate, GraphTemplates
+from stream.model.objects import ComponentTemplate, GraphTemplates
 
 WORKER_TYPES = frozenset({"worker", "prefill", "decode"})
 REPLACEMENT_GRACE = 60.0  # seconds for a replaced component's first new Pod to show up

@@ -20,7 +20,7 @@ from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED,
 from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted
 from pipeline.views import DeploymentView, DgdView, StatusView
-from stream.objects import Condition
+from stream.model.objects import Condition
 
 DCD_CONDITION = "Available"
 DCD_REASON_CRASH_LOOPING = "ContainerCrashLooping"

@@ -17,7 +17,7 @@ import msgspec
 from pipeline.crashloop import Finding, pod_ready
 from pipeline.diagnoses import diagnose
 from pipeline.groups import LWS_NAME, GroupPod, group_identity, pod_failure
-from stream.objects import (
+from stream.model.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
     ComponentReplicas,
@@ -52,7 +52,7 @@ def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
 
 
 class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """array_like: views also travel between processes (stream.parallel), as compact msgpack arrays."""
+    """array_like: views also travel between processes (stream.sources.parallel), as compact msgpack arrays."""
 
     uid: str
     namespace: str
@@ -72,7 +72,7 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
 def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
     """The Pod's view. With the Pod's `previous` view, labels whose text did not change are not read
     again: the component and group they name are the previous view's, and so are the (pooled) objects
-    that hold them, which the filter then keeps as they are. Raises stream.objects.LabelsProblem."""
+    that hold them, which the filter then keeps as they are. Raises stream.model.objects.LabelsProblem."""
     meta = pod.metadata
     namespace = meta.namespace
     text = bytes(meta.labels)

@@ -48,8 +48,8 @@ from pipeline.graph import REASONS
 from pipeline.outputs import ComponentChange, Output, StatusWanted
 from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
 from sinks.logs import LogReader, crashed
-from stream.client import ApiError, Backoff, KubeClient, TokenBucket
-from stream.messages import About, Logger, logger
+from stream.model.messages import About, Logger, logger
+from stream.sources.client import ApiError, Backoff, KubeClient, TokenBucket
 
 CONTROLLER = "crashwatch"
 ACTION = "Diagnose"

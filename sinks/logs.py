@@ -25,8 +25,8 @@ from pipeline.crashloop import Finding
 from pipeline.diagnoses import OOM_KILLED, RESTART_LOOP
 from pipeline.outputs import ComponentChange, Output
 from sinks.text import printable
-from stream.client import ApiError, Response
-from stream.objects import Pod
+from stream.model.objects import Pod
+from stream.sources.client import ApiError, Response
 
 DEFAULT_LINES = 10  # --log-lines
 MAX_BYTES = 4096  # of a container's output, asked of kubelet and kept

@@ -22,13 +22,13 @@ from pipeline.crashloop import Finding
 from pipeline.diagnoses import GRACED
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.status import DCD_REASON_CRASH_LOOPING, DCD_REASONS
-from stream.resources import Resource
+from stream.sources.resources import Resource
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class WatchCounts(Protocol):
-    """What a reflector counts (stream.reflector.Reflector)."""
+    """What a reflector counts (stream.sources.reflector.Reflector)."""
 
     resource: Resource
     namespace: str | None  # None: all namespaces

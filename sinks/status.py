@@ -36,10 +36,10 @@ from anyio.abc import ObjectReceiveStream
 from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
-from stream.client import ApiError, Backoff, KubeClient, TokenBucket
-from stream.messages import About, logger
-from stream.objects import DynamoComponentDeployment, DynamoGraphDeployment
-from stream.resources import Resource, dynamo_resources
+from stream.model.messages import About, logger
+from stream.model.objects import DynamoComponentDeployment, DynamoGraphDeployment
+from stream.sources.client import ApiError, Backoff, KubeClient, TokenBucket
+from stream.sources.resources import Resource, dynamo_resources
 
 Log = Callable[[str], None]
 DGD_KIND = "DynamoGraphDeployment"

@@ -5,7 +5,7 @@ Each builder makes the fields a diagnosis reads. `realistic=True` (for a Pod, `b
 object carries besides, as the operator, kubelet and the API server write it: managed fields, a long
 environment, probes, GPU resources, volumes, owner references. A model-serving worker Pod then weighs
 about 9 KB on the wire, of which a few hundred bytes matter: what the typed projections in
-`stream.objects` are for, and what the benchmarks measure. Keys come in the API server's order, so
+`stream.model.objects` are for, and what the benchmarks measure. Keys come in the API server's order, so
 that a log written from these objects reads as a recorded one (and the bundled logs stay byte-stable).
 
 bench/ and examples/ run from the repository root and put this folder on sys.path to import it.
@@ -20,9 +20,9 @@ from typing import Any
 
 import msgspec
 
-from stream.decode import typed_event
-from stream.events import WatchEvent
-from stream.objects import Pod
+from stream.model.decode import typed_event
+from stream.model.events import WatchEvent
+from stream.model.objects import Pod
 
 GRAPH = "nvidia.com/dynamo-graph-deployment-name"
 COMPONENT = "nvidia.com/dynamo-component"

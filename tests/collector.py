@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import anyio
 
-from stream.events import WatchEvent
+from stream.model.events import WatchEvent
 
 
 class Collector:

@@ -6,7 +6,7 @@ from builders import event, lws_pod
 
 from pipeline.outputs import ComponentChange, Output
 from pipeline.pipeline import Pipeline
-from stream.events import WatchEvent
+from stream.model.events import WatchEvent
 
 
 def at(second: int) -> str:

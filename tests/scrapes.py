@@ -17,7 +17,7 @@ from pipeline.outputs import ComponentChange, GraphChange
 from sinks.events import EventStats
 from sinks.metrics import Metrics
 from sinks.status import PatchStats
-from stream.resources import PODS
+from stream.sources.resources import PODS
 
 Labels = tuple[tuple[str, str], ...]
 

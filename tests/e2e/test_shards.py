@@ -19,7 +19,7 @@ from dynamo import dgd_state, labelled_pod, make_graph
 from kube import Kube, crash_loop, eventually, make_ready
 from watcher import Watcher, http_get
 
-from stream.shards import shard_of
+from stream.model.shards import shard_of
 
 pytestmark = pytest.mark.e2e
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from fakeapi import FakeApi
 
-from stream.client import KubeClient
+from stream.sources.client import KubeClient
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from pipeline.status import wanted_status
 from pipeline.views import status_view
 from sinks.events import EventRecorder, EventSettings
 from sinks.status import StatusPatcher
-from stream.client import KubeClient
-from stream.objects import Condition, DynamoComponentDeployment
+from stream.model.objects import Condition, DynamoComponentDeployment
+from stream.sources.client import KubeClient
 
 pytestmark = pytest.mark.anyio
 DCDS = "dynamocomponentdeployments"

@@ -13,7 +13,7 @@ import pytest
 from fakeapi import FakeApi, Fault, Request
 
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden
-from stream.client import KubeClient
+from stream.sources.client import KubeClient
 
 pytestmark = pytest.mark.anyio
 

@@ -11,9 +11,9 @@ import pytest
 from collector import Collector
 from fakeapi import FakeApi, crashing, healthy
 
-from stream.client import KubeClient
-from stream.reflector import Reflector, WatchSettings
-from stream.resources import PODS
+from stream.sources.client import KubeClient
+from stream.sources.reflector import Reflector, WatchSettings
+from stream.sources.resources import PODS
 
 pytestmark = pytest.mark.anyio
 

@@ -15,8 +15,8 @@ from pipeline.outputs import Output, StatusWanted
 from pipeline.status import wanted_status
 from pipeline.views import status_view
 from sinks.status import PatchSettings, StatusPatcher
-from stream.client import KubeClient
-from stream.objects import Condition, DynamoComponentDeployment
+from stream.model.objects import Condition, DynamoComponentDeployment
+from stream.sources.client import KubeClient
 
 pytestmark = pytest.mark.anyio
 PLURAL = "dynamocomponentdeployments"
@@ -319,7 +319,7 @@ def dgd(name: str, state: str = "pending") -> dict[str, Any]:
 
 
 def want_failed_graph(api: FakeApi, name: str) -> StatusWanted:
-    from stream.objects import DynamoGraphDeployment
+    from stream.model.objects import DynamoGraphDeployment
 
     obj = msgspec.convert(api.objects[DGDS][("ns", name)], DynamoGraphDeployment)
     condition = Condition("Ready", "False", "component_crash_looping", "crash", observed_generation=3)
@@ -350,7 +350,7 @@ async def test_a_graph_is_written_after_the_dcd_writes_of_its_namespace_have_lan
 
 async def test_a_graph_that_clears_is_written_at_once_beside_a_slow_dcd_write(api: FakeApi, client: KubeClient) -> None:
     """A clear has nothing for the operator's reset to undo, and a fix's new generation must read it first."""
-    from stream.objects import DynamoGraphDeployment
+    from stream.model.objects import DynamoGraphDeployment
 
     api.put(PLURAL, dcd("w", NOT_READY))
     api.put(DGDS, dgd("llm", state="failed"))

@@ -16,10 +16,10 @@ import pytest
 from collector import Collector
 from fakeapi import FakeApi, Fault, crashing, healthy
 
-from stream.client import KubeClient
-from stream.events import WatchEvent
-from stream.reflector import Fatal, Reflector, WatchSettings
-from stream.resources import PODS, discover_dynamo
+from stream.model.events import WatchEvent
+from stream.sources.client import KubeClient
+from stream.sources.reflector import Fatal, Reflector, WatchSettings
+from stream.sources.resources import PODS, discover_dynamo
 
 pytestmark = pytest.mark.anyio
 

@@ -11,8 +11,8 @@ from pipeline.filter import ObjectUpdate
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view, parse_selector, selector_matches
-from stream.events import ReducedPod, WatchEvent, pod_key
-from stream.objects import LabelSelector, Pod, SelectorRequirement, read_labels
+from stream.model.events import ReducedPod, WatchEvent, pod_key
+from stream.model.objects import LabelSelector, Pod, SelectorRequirement, read_labels
 
 
 class Harness:

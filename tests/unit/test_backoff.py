@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stream.client import Backoff
+from stream.sources.client import Backoff
 
 
 def test_delays_double_up_to_the_ceiling_with_full_jitter() -> None:

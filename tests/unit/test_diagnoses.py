@@ -405,7 +405,7 @@ def test_a_spec_that_cannot_be_read_is_taken_for_the_defaults() -> None:
 def test_a_relisted_pod_keeps_its_spec_only_where_a_diagnosis_reads_it() -> None:
     """A relist holds its Pods until its end: their specs (half a Pod's bytes) are dropped unless a
     container restarted twice, where the restart-loop and OOM rules read the spec."""
-    from stream.objects import NO_SPEC, own_labels
+    from stream.model.objects import NO_SPEC, own_labels
 
     looping = typed_pod(exited(0, "OOMKilled"))
     own_labels(looping)

@@ -25,8 +25,8 @@ from sinks.events import (
     note,
     occurrences,
 )
-from stream.client import TokenBucket
-from stream.messages import About
+from stream.model.messages import About
+from stream.sources.client import TokenBucket
 
 DCD = "DynamoComponentDeployment"
 DGD = "DynamoGraphDeployment"

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView
-from stream.events import WatchEvent
+from stream.model.events import WatchEvent
 
 # "recreate": what LWS does after a failure, a worker failing and the group's Pods deleted and created anew
 # in one step, so that groups often reach a loop's streak; "move": the group's Pods relabelled to the

@@ -11,7 +11,7 @@ from builders import container, event, pod
 from pipeline.filter import ObjectUpdate
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
-from stream.events import WatchEvent
+from stream.model.events import WatchEvent
 
 WINDOW = 90.0
 

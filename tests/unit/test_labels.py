@@ -13,8 +13,8 @@ from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.outputs import ComponentChange
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, pod_view
-from stream.decode import decode_json, read_event
-from stream.objects import LabelsProblem, Pod, read_labels
+from stream.model.decode import decode_json, read_event
+from stream.model.objects import LabelsProblem, Pod, read_labels
 
 LWS = {
     "leaderworkerset.sigs.k8s.io/name": "w",

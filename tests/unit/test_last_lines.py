@@ -21,7 +21,7 @@ from sinks.logs import LastLines, LogReader, bounded, crashed, print_lines_with_
 from sinks.stdout import change_printer
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
-from stream.client import ApiError, Response
+from stream.sources.client import ApiError, Response
 
 T0 = "2026-11-20T10:00:00Z"
 

@@ -13,7 +13,7 @@ from pipeline.diagnoses import diagnose
 from pipeline.outputs import ComponentChange, GraphChange
 from sinks.metrics import Metrics
 from sinks.status import PatchStats
-from stream.resources import PODS
+from stream.sources.resources import PODS
 
 CRASH = Finding("g-worker-0", "main", 3, 1)
 

@@ -14,7 +14,7 @@ from crashwatch.cli import _duration
 from pipeline.outputs import GraphReadiness, Listed, Output
 from pipeline.pipeline import Pipeline
 from sinks.wait import GraphWaiter
-from stream.events import WatchEvent
+from stream.model.events import WatchEvent
 
 
 def judged(*events: WatchEvent, synced: bool = True) -> list[GraphReadiness]:

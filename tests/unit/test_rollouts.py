@@ -11,7 +11,7 @@ from pipeline.aggregate import NONE_MESSAGE, REPLACED_MESSAGE
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
 from pipeline.rollouts import REPLACEMENT_GRACE, replaced
-from stream.objects import ComponentTemplate, GraphTemplates, graph_templates
+from stream.model.objects import ComponentTemplate, GraphTemplates, graph_templates
 
 WINDOW = 90.0
 
@@ -36,7 +36,7 @@ def graph(*components: dict[str, Any], generation: int = 1, env: str = "a") -> d
 
 
 def templates(obj: dict[str, Any]) -> GraphTemplates:
-    from stream.objects import DynamoGraphDeployment
+    from stream.model.objects import DynamoGraphDeployment
 
     decoded = event("ADDED", obj).object
     assert isinstance(decoded, DynamoGraphDeployment)

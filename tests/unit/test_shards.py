@@ -1,5 +1,5 @@
-"""Sharding by namespace (stream.shards): the hash, the flags, the selector, and what a relabelled namespace
-does to the watches (stream.namespaces)."""
+"""Sharding by namespace (stream.model.shards): the hash, the flags, the selector, and what a relabelled namespace
+does to the watches (stream.sources.namespaces)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import pytest
 from cli import run
 
 from crashwatch.cli import build_parser, main
-from stream.namespaces import Namespace, SelectedNamespaces, _NamespaceEvent
-from stream.objects import ObjectMeta
-from stream.shards import (
+from stream.model.objects import ObjectMeta
+from stream.model.shards import (
     LabelSelector,
     NamespaceFilter,
     SelectorError,
@@ -24,6 +23,7 @@ from stream.shards import (
     parse_selector,
     shard_of,
 )
+from stream.sources.namespaces import Namespace, SelectedNamespaces, _NamespaceEvent
 
 
 def test_the_hash_is_fnv1a_64_as_published() -> None:
@@ -47,7 +47,7 @@ def test_every_namespace_is_in_exactly_one_shard_and_the_shards_are_near_even() 
 
 def test_the_assignment_is_the_same_in_every_process() -> None:
     """Python's own hash() of a str changes with PYTHONHASHSEED; ours must not."""
-    code = "from stream.shards import shard_of; print([shard_of(f'ns-{n}', 5) for n in range(50)])"
+    code = "from stream.model.shards import shard_of; print([shard_of(f'ns-{n}', 5) for n in range(50)])"
     outputs = set()
     for seed in ("1", "2", "random"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

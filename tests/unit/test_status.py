@@ -6,8 +6,8 @@ from builders import crashing, dcd, deployment, dgd, event, healthy, stalled
 
 from pipeline.outputs import StatusWanted
 from pipeline.pipeline import Pipeline
-from stream.events import WatchEvent
-from stream.objects import Condition
+from stream.model.events import WatchEvent
+from stream.model.objects import Condition
 
 
 def run(*events: WatchEvent | None) -> list[StatusWanted]:

@@ -13,8 +13,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
-from stream.client import ApiError, KubeClient
-from stream.objects import (
+from stream.model.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
     Deployment,
@@ -26,6 +25,7 @@ from stream.objects import (
     Pod,
     PodMeta,
 )
+from stream.sources.client import ApiError, KubeClient
 
 DYNAMO_GROUP = "nvidia.com"
 DYNAMO_VERSIONS = ("v1beta1", "v1alpha1")  # in order of preference

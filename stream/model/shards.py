@@ -6,7 +6,7 @@ namespace belongs to shard `fnv1a64(name) % count`: FNV-1a, 64 bits, over the na
 basis 14695981039346656037, prime 1099511628211), the same in every process and every language, unlike
 Python's `hash()`, which is salted per process. `--namespace-selector` partitions explicitly instead (or
 as well): only namespaces whose labels match it are kept; which ones match is learnt from a watch of
-Namespaces (`stream.namespaces`).
+Namespaces (`stream.sources.namespaces`).
 
 Pure: no I/O. The reflector asks `NamespaceFilter.keeps(namespace)` right after decoding each object,
 so an object of another shard costs its decoding and nothing more.

@@ -15,12 +15,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import msgspec
 
-from stream.client import KubeClient
-from stream.events import EventType
-from stream.objects import ObjectMeta, Status
-from stream.reflector import Log, Reflector, WatchSettings
-from stream.resources import Resource
-from stream.shards import NamespaceFilter
+from stream.model.events import EventType
+from stream.model.objects import ObjectMeta, Status
+from stream.model.shards import NamespaceFilter
+from stream.sources.client import KubeClient
+from stream.sources.reflector import Log, Reflector, WatchSettings
+from stream.sources.resources import Resource
 
 
 class Namespace(msgspec.Struct, gc=False, tag_field="kind", tag="Namespace", omit_defaults=True):

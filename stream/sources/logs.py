@@ -5,7 +5,7 @@ lines (the API server's watch stream, or `crashwatch record`), kubectl's pretty-
 back, a List document (item by item when it is longer than the record limit), an array of records
 (`jq -s`), YAML (one or several documents), any of them compressed with gzip, bzip2 or xz,
 in UTF-8 (with or without a byte order mark), UTF-16 or UTF-32, and `-` for standard input. Each record
-is decoded by `stream.decode`, the same code the live watch uses.
+is decoded by `stream.model.decode`, the same code the live watch uses.
 
 Hostile or broken input costs what it spoils and no more: a record longer than the limit is skipped
 without being held (a line is never accumulated past it, and a growing line is never copied again and
@@ -33,7 +33,7 @@ from typing import IO, Any, cast
 import msgspec
 import yaml
 
-from stream.decode import (
+from stream.model.decode import (
     FAST_ERRORS,
     Decoded,
     RecordProblem,
@@ -43,7 +43,7 @@ from stream.decode import (
     read_event,
     yaml_documents,
 )
-from stream.events import BadRecord, WatchEvent
+from stream.model.events import BadRecord, WatchEvent
 
 BATCH = 256
 CHUNK = 1 << 22

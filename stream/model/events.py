@@ -12,7 +12,7 @@ from typing import Literal
 
 import msgspec
 
-from stream.objects import KubeObject
+from stream.model.objects import KubeObject
 
 EventType = Literal["ADDED", "MODIFIED", "DELETED", "BOOKMARK", "ERROR"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import msgspec
 import yaml
 
-from stream.events import WatchEvent
-from stream.objects import KINDS, KubeObject, Pod, Status, own_labels
+from stream.model.events import WatchEvent
+from stream.model.objects import KINDS, KubeObject, Pod, Status, own_labels
 
 
 class RecordProblem(Exception):
@@ -311,7 +311,7 @@ def typed_event(value: dict[str, Any]) -> WatchEvent:
         with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong
             meta["labels"] = msgspec.Raw(msgspec.json.encode(meta["labels"]))
     if kind in _SPEC_AS_TEXT and type(obj) is dict and "spec" in obj and type(obj["spec"]) is not msgspec.Raw:
-        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.objects.Pod, the DGD)
+        with contextlib.suppress(TypeError, ValueError):  # the spec stays text too (stream.model.objects.Pod, the DGD)
             obj["spec"] = msgspec.Raw(msgspec.json.encode(obj["spec"]))
     return msgspec.convert(value, WatchEvent)
 

@@ -16,7 +16,7 @@ backoff; a second one (the first retry failed too: a relist after 410 Gone that 
 that cannot be resumed) means its view is going stale. It is in sync again once a LIST of it completes or
 a WATCH of it is answered.
 
-A sharded watcher (`stream.shards`) passes `keep`, asked of each object's namespace right after decoding:
+A sharded watcher (`stream.model.shards`) passes `keep`, asked of each object's namespace right after decoding:
 an object of a namespace not kept is neither held nor handed on (its resourceVersion still counts). When
 the namespaces kept change, `forget` hands on DELETED for what is held of one that is no longer kept, and
 `relist` lists again (between two reads of the watch, never in the middle of handing events on) to pick
@@ -33,12 +33,12 @@ from dataclasses import dataclass
 import anyio
 import msgspec
 
-from stream.client import ApiError, Backoff, KubeClient
-from stream.decode import RecordProblem, decode_json, read_event
-from stream.events import EventType, WatchEvent
-from stream.messages import logger
-from stream.objects import KubeObject, Pod, Status, own_labels
-from stream.resources import Resource
+from stream.model.decode import RecordProblem, decode_json, read_event
+from stream.model.events import EventType, WatchEvent
+from stream.model.messages import logger
+from stream.model.objects import KubeObject, Pod, Status, own_labels
+from stream.sources.client import ApiError, Backoff, KubeClient
+from stream.sources.resources import Resource
 
 Emit = Callable[[list[WatchEvent]], Awaitable[None]]
 # a record line for the recorder: the event as received (or synthesized), with its arrival time
