@@ -104,6 +104,16 @@ class LogSource:
             stream.close()
 
 
+def _own_stdin() -> IO[bytes]:
+    """Standard input as a reader of our own on the same descriptor: a daemon thread blocked in a read
+    of it holds its lock, and Python aborts the process at exit when the lock it must take to close
+    `sys.stdin` is held (a replay that stops early, on a closed stdout, while its reader still reads)."""
+    try:
+        return open(sys.stdin.fileno(), "rb", closefd=False)
+    except (OSError, ValueError, io.UnsupportedOperation):  # not a descriptor (an embedding, a test's stand-in)
+        return sys.stdin.buffer
+
+
 def open_log(
     path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD, namespace: str = DEFAULT_NAMESPACE
 ) -> LogSource:
@@ -114,7 +124,9 @@ def open_log(
         if stdin is None:
             if sys.stdin is None:  # started with its standard input closed
                 raise LogUnreadable(f"{name}: cannot read: standard input is closed")
-            stdin = sys.stdin.buffer
+            stdin = _own_stdin()
+            if stdin is not sys.stdin.buffer:
+                closing.append(stdin)
         raw = stdin
     else:
         try:
