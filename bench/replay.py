@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 
 from pipeline.aggregate import Aggregator
+from pipeline.backends.lws import LwsGroups
 from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, ViewStore, selector_matches
@@ -519,7 +520,7 @@ def mixed_memory_per_pod(pods: int) -> tuple[float, float, int, int]:
     gc.collect()
     gc_ms = (time.perf_counter() - start) * 1000
     assert len(a.pods) == pods and len(f) == pods
-    return held / pods, gc_ms, len(a._groups), len(a.verdicts())
+    return held / pods, gc_ms, len(a.backend(LwsGroups).groups), len(a.verdicts())
 
 
 def _verdict_counts(log: Path) -> tuple[int, int, int]:

@@ -16,12 +16,12 @@ that arrives decoded forgets its bytes, so the two ways never disagree.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from pipeline.groups import GroupPod
+from pipeline.backends.base import Backend
 from pipeline.views import (
     VIEWS,
     ComponentKey,
@@ -114,7 +114,9 @@ def _intern_key(key: ComponentKey) -> ComponentKey:
 class EventFilter:
     """Keeps the last view of each object it let through, in the pipeline's one `ViewStore`."""
 
-    def __init__(self, store: ViewStore | None = None) -> None:
+    def __init__(self, store: ViewStore | None = None, backends: Sequence[Backend] = ()) -> None:
+        """`backends`: the workload backends over the same store, which say whether a change of a Pod's
+        group alone can change anything (pipeline.backends); without them every such change is passed on."""
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
         self._others = self.store.by_type
@@ -122,9 +124,7 @@ class EventFilter:
         self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
-        # the aggregator's answer to "can a readiness flip of a Pod of this LeaderWorkerSet group (namespace,
-        # LWS, group index) change anything?"; without it every flip is passed on
-        self.group_matters: Callable[[str, str, str], bool] | None = None
+        self.backends = tuple(b for b in backends if b.reads_pods)
 
     def __len__(self) -> int:
         return len(self.store)
@@ -204,44 +204,55 @@ class EventFilter:
         key = (view.namespace, view.name)
         old = self._pods.get(key)
         if kind == "DELETED":
-            if old is None or old.uid != view.uid:
+            return self._deleted(key, old, view, time)
+        if old is None:
+            return self._keep(key, None, view, time) if view.component is not None else None
+        if (
+            old.labels == view.labels
+            and old.component == view.component
+            and old.finding == view.finding
+            and old.uid == view.uid
+        ):
+            # readiness and restarts matter only to a Pod whose crash-loop verdict is held
+            # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
+            # and to a LeaderWorkerSet group's Pods as the group's state says
+            if old.group == view.group:
+                if key not in self._held or (
+                    old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
+                ):
+                    return None
+            elif key not in self._held and self._quiet_flip(old, view):
+                # kept (whoever reads the group's readiness later reads it here), not passed on
+                self._pods[key] = msgspec.structs.replace(
+                    view, namespace=old.namespace, labels=old.labels, component=old.component
+                )
                 return None
+        if view.component is None:
             self._forget(key, old)
             return ObjectUpdate("delete", key, old, time, old)
+        return self._keep(key, old, view, time)
+
+    def _deleted(self, key: ObjectKey, old: PodView | None, view: PodView, time: str | None) -> ObjectUpdate | None:
+        if old is None or old.uid != view.uid:
+            return None
+        self._forget(key, old)
+        return ObjectUpdate("delete", key, old, time, old)
+
+    def _keep(self, key: ObjectKey, old: PodView | None, view: PodView, time: str | None) -> ObjectUpdate:
+        """Hold the Pod's new view, with its labels and component pooled, and pass it on."""
+        assert view.component is not None
         if old is None:
-            if view.component is None:
-                return None
             component = self._components.acquire(view.component)
             labels = self._labels.acquire(view.labels)
         else:
-            same_labels = old.labels == view.labels
-            same_component = old.component == view.component
-            if same_labels and same_component and old.finding == view.finding and old.uid == view.uid:
-                # readiness and restarts matter only to a Pod whose crash-loop verdict is held
-                # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
-                # and to a LeaderWorkerSet group's Pods as the group's state says
-                if old.group == view.group:
-                    if key not in self._held or (
-                        old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
-                    ):
-                        return None
-                elif key not in self._held and self._quiet_flip(old.namespace, old.group, view.group):
-                    # kept (whoever reads the group's readiness later reads it here), not passed on
-                    self._pods[key] = msgspec.structs.replace(
-                        view, namespace=old.namespace, labels=old.labels, component=old.component
-                    )
-                    return None
-            if view.component is None:
-                self._forget(key, old)
-                return ObjectUpdate("delete", key, old, time, old)
             # most updates keep the Pod's labels and component: keep the pooled ones, no hashing
-            if same_component:
-                component = old.component  # type: ignore[assignment]
+            if old.component == view.component:
+                component = old.component
             else:
                 component = self._components.acquire(view.component)
                 if old.component is not None:
                     self._components.release(old.component)
-            if same_labels:
+            if old.labels == view.labels:
                 labels = old.labels
             else:
                 labels = self._labels.acquire(view.labels)
@@ -252,15 +263,10 @@ class EventFilter:
         self._pods[key] = view
         return ObjectUpdate("upsert", key, view, time, old)
 
-    def _quiet_flip(self, namespace: str, old: GroupPod | None, new: GroupPod | None) -> bool:
-        """A LeaderWorkerSet Pod's readiness flip that its group's state says cannot change a verdict."""
-        return (
-            old is not None
-            and new is not None
-            and self.group_matters is not None
-            and (old.lws, old.group, old.leader, old.failure) == (new.lws, new.group, new.leader, new.failure)
-            and not self.group_matters(namespace, old.lws, old.group)
-        )
+    def _quiet_flip(self, old: PodView, new: PodView) -> bool:
+        """A change of the Pod's group alone (a LeaderWorkerSet Pod's readiness flip) that a backend says
+        cannot change a verdict."""
+        return any(backend.quiet(old, new) for backend in self.backends)
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 import msgspec
 
 from pipeline.aggregate import Aggregator
+from pipeline.backends.base import Settings as BackendSettings
+from pipeline.backends.registry import make_backends
 from pipeline.diagnoses import Settings
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.groups import DEFAULT_WINDOW
@@ -44,7 +46,8 @@ class Pipeline:
         # the events the filter could not read, oldest first, for the caller to report and clear
         self.rejected: list[Rejected] = []
         self.store = ViewStore()
-        self.filter = EventFilter(self.store)
+        self.backends = make_backends(self.store, BackendSettings(group_window))
+        self.filter = EventFilter(self.store, self.backends)
         self.aggregator = Aggregator(
             self.store,
             clock=clock,
@@ -53,8 +56,8 @@ class Pipeline:
             group_window=group_window,
             recovery_window=recovery_window,
             diagnoses=diagnoses,
+            backends=self.backends,
         )
-        self.filter.group_matters = self.aggregator.group_matters
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads

@@ -15,11 +15,12 @@ from typing import NamedTuple
 
 import msgspec
 
+from pipeline.backends import grove
 from pipeline.crashloop import Finding
 from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
 from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted
-from pipeline.views import DeploymentView, DgdView, StatusView
+from pipeline.views import StatusView
 from stream.model.objects import Condition
 
 DCD_CONDITION = "Available"
@@ -120,14 +121,13 @@ def dgd_stalled(dgd: StatusView, verdict: GraphVerdict) -> Condition | None:
 def dcd_available(
     dcd: StatusView,
     finding: Finding | None,
-    deployment: DeploymentView | None,
-    groups_ready: bool | None = None,
+    workload: Condition | None,
     all_failed: bool = False,
 ) -> Condition | None:
     """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say.
-    `groups_ready` is set for a LeaderWorkerSet-backed DCD: whether all its groups' Pods are Ready.
-    A crash loop is written as upstream writes it; another diagnosis only with `all_failed`
-    (--failed-state all), with its own reason."""
+    `workload` is what the DCD's workload says in the operator's words (pipeline.backends: its
+    Deployment, its LeaderWorkerSet), None while none is observed. A crash loop is written as upstream
+    writes it; another diagnosis only with `all_failed` (--failed-state all), with its own reason."""
     if finding is not None and (finding.diagnosis == CRASH_LOOP or all_failed):
         return Condition(
             type=DCD_CONDITION,
@@ -139,33 +139,11 @@ def dcd_available(
     current = dcd.condition(DCD_CONDITION)
     if current is None or current.reason not in OWNED_DCD_REASONS:
         return None
-    if deployment is None and groups_ready is not None:  # the operator's words for its LeaderWorkerSet
-        if groups_ready:
-            return Condition(
-                DCD_CONDITION,
-                "True",
-                "LeaderWorkerSetReady",
-                "LeaderWorkerSet is ready",
-                observed_generation=dcd.generation,
-            )
-        return Condition(
-            DCD_CONDITION,
-            "False",
-            "LeaderWorkerSetNotReady",
-            "LeaderWorkerSet is not ready",
-            observed_generation=dcd.generation,
-        )
-    if deployment is None:
+    if workload is None:
         return Condition(
             DCD_CONDITION, "Unknown", "Reconciling", "no Deployment observed", observed_generation=dcd.generation
         )
-    if deployment.available:
-        return Condition(
-            DCD_CONDITION, "True", "DeploymentReady", "Deployment is ready", observed_generation=dcd.generation
-        )
-    return Condition(
-        DCD_CONDITION, "False", "DeploymentNotReady", "Deployment is not ready", observed_generation=dcd.generation
-    )
+    return workload
 
 
 def dcd_is_available(dcd: StatusView) -> tuple[bool, str]:
@@ -179,7 +157,6 @@ def dcd_is_available(dcd: StatusView) -> tuple[bool, str]:
 
 
 NOT_READY = "some_resources_are_not_ready"
-GROVE_KINDS = ("PodClique", "PodCliqueScalingGroup")
 
 
 class NotReady(NamedTuple):
@@ -190,8 +167,8 @@ class NotReady(NamedTuple):
 
 def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[int, list[NotReady]]:
     """How many components the graph has, and those not ready, in the operator's words: a DCD by its
-    `Available` condition; a component with no DCD (Grove's) by the replicas the DGD reports for it,
-    ready when replicas = updated = ready (a PodCliqueScalingGroup: available) = desired."""
+    `Available` condition; a component with no DCD by what its backend reports on the DGD
+    (pipeline.backends.grove)."""
     not_ready: list[NotReady] = []
     count = 0
     covered = set()
@@ -201,19 +178,9 @@ def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[i
         ok, why = dcd_is_available(dcd)
         if not ok:
             not_ready.append(NotReady(dcd.name, why, NOT_READY))
-    for name, replicas in dgd.components if isinstance(dgd, DgdView) else ():
-        if name in covered or (replicas.component_kind and replicas.component_kind not in GROVE_KINDS):
-            continue  # a DCD speaks for it
-        count += 1
-        desired = replicas.replicas
-        ready = replicas.ready_replicas
-        if replicas.component_kind == "PodCliqueScalingGroup" and replicas.available_replicas is not None:
-            ready = replicas.available_replicas
-        if ready < desired:
-            not_ready.append(NotReady(name, f"scheduled but ready={ready}/{desired}", "pods_not_ready"))
-        elif replicas.updated_replicas < desired:
-            not_ready.append(NotReady(name, f"updated={replicas.updated_replicas}/{desired}", "updating"))
-    return count, sorted(not_ready)
+    grove_count, grove_not_ready = grove.not_ready(dgd, covered)
+    not_ready += (NotReady(*item) for item in grove_not_ready)
+    return count + grove_count, sorted(not_ready)
 
 
 def dgd_ready(

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from builders import crashing, dcd, event, grove_dgd, healthy, lws, lws_pod
 from lwsgroups import at, components, feed, incarnation
 
+from pipeline.backends.lws import LwsGroups
 from pipeline.outputs import StatusWanted
 from pipeline.pipeline import Pipeline
 
@@ -65,7 +66,7 @@ def test_a_scaled_down_group_is_forgotten_with_its_history() -> None:
     assert components(looping)[0].finding is not None
     out = feed(pipeline, [event("MODIFIED", lws(replicas=0), time=at(25))])
     assert [c.finding for c in components(out)] == [None]
-    assert pipeline.aggregator._groups == {}
+    assert pipeline.aggregator.backend(LwsGroups).groups == {}
 
 
 def test_lws_saying_its_restart_budget_ran_out_is_a_loop_until_the_group_is_ready() -> None:

@@ -11,6 +11,7 @@ from builders import dcd, dgd, event, lws, lws_pod
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from pipeline.backends.lws import LwsGroups
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView
@@ -100,7 +101,7 @@ def lives(script: list[tuple[str, int, int, int]]) -> list[WatchEvent]:
 
 
 class _AllGroups:
-    """In place of the aggregator's index of the groups on a loop's streak: every group of a component."""
+    """In place of the LeaderWorkerSet backend's index of the groups on a loop's streak: every group of a component."""
 
     def __init__(self, groups: Any) -> None:
         self.get = groups.get
@@ -116,16 +117,19 @@ def looking_at_everything() -> Pipeline:
     """A pipeline that passes every readiness flip on, recomputes a group Pod's component on every change
     of the Pod whatever the group's state, and looks at every group of a component for a loop."""
     pipeline = Pipeline()
-    pipeline.filter.group_matters = None
-    aggregator = pipeline.aggregator
-    aggregator._streaking = _AllGroups(aggregator._groups_of)  # type: ignore[assignment]
-    aggregator._failed_lws = {("", "")}  # never a real LWS, but not empty: every group is scanned
-    observe_group = aggregator._observe_group
+    pipeline.filter.backends = ()
+    groups = pipeline.aggregator.backend(LwsGroups)
+    groups.streaking = _AllGroups(groups.groups_of)  # type: ignore[assignment]
+    groups._failed_lws = {("", "")}  # never a real LWS, but not empty: every group is scanned
+    observe_pod = groups.observe_pod
 
-    def every_time(key: Any, old: PodView | None, new: PodView | None, time: str | None) -> list[Any]:
-        return observe_group(key, old, new, time) + [v.component for v in (old, new) if v and v.component]
+    def every_time(key: Any, old: PodView | None, new: PodView | None, time: str | None) -> list[Any] | None:
+        touched = observe_pod(key, old, new, time)
+        if touched is None:  # not a group's Pod
+            return None
+        return touched + [v.component for v in (old, new) if v and v.component]
 
-    aggregator._observe_group = every_time  # type: ignore[method-assign]
+    groups.observe_pod = every_time  # type: ignore[method-assign]
     return pipeline
 
 

@@ -7,6 +7,7 @@ from typing import Any
 from builders import dcd, dgd, event, lws_pod
 from lwsgroups import at, components, feed, incarnation
 
+from pipeline.backends.lws import LwsGroups
 from pipeline.groups import is_group_text
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Output, StatusWanted
 from pipeline.pipeline import Pipeline
@@ -181,8 +182,8 @@ def test_memory_per_group_is_bounded_whatever_the_number_of_recreations() -> Non
     pipeline = Pipeline(group_window=WINDOW)
     feed(pipeline, *(incarnation(n, n) for n in range(1, 200)))
     aggregator = pipeline.aggregator
-    assert len(aggregator._groups) == 1
-    (history,) = aggregator._groups.values()
+    assert len(aggregator.backend(LwsGroups).groups) == 1
+    (history,) = aggregator.backend(LwsGroups).groups.values()
     assert history.streak == 198 and len(history.pods) == 0
     assert len(aggregator.pods) == 0
 

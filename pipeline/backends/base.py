@@ -1,0 +1,89 @@
+"""The one interface between the aggregator and a workload backend (see `pipeline.backends`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, NamedTuple
+
+from pipeline.crashloop import Finding
+from pipeline.views import ComponentKey, DcdView, DgdView, ObjectKey, PodView, View, ViewStore
+from stream.model.objects import Condition
+
+
+class Settings(NamedTuple):
+    group_window: float  # seconds between two LeaderWorkerSet group recreations that still make a loop
+
+
+class Effects(NamedTuple):
+    """What a change of a backend's own object means: components whose verdict may have changed, and
+    DCDs whose status must be decided again."""
+
+    components: list[ComponentKey]
+    dcds: list[ObjectKey]
+
+
+NO_EFFECTS = Effects([], [])  # shared: never appended to
+
+
+class Backend:
+    """The narrow interface the aggregator calls; every method has a neutral default, so a backend
+    implements only what its workload shows."""
+
+    # the view types of the backend's own objects: the aggregator hands their changes to `apply`
+    kinds: ClassVar[tuple[type[View], ...]] = ()
+    # whether `observe_pod` wants every Pod change (the aggregator calls it only for those that do)
+    reads_pods: ClassVar[bool] = False
+
+    def __init__(self, store: ViewStore, settings: Settings) -> None:
+        """`store`: the pipeline's one store of views, which the backend reads and never writes."""
+        self.store = store
+
+    def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
+        """One of the backend's own objects (of `kinds`) changed: `old` None is new, `new` None is gone."""
+        return NO_EFFECTS
+
+    def observe_pod(
+        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
+    ) -> list[ComponentKey] | None:
+        """A Pod changed. None: not one of the backend's Pods (the component is looked at as any Pod's);
+        else the components whose verdict the backend says may have changed (maybe none)."""
+        return None
+
+    def quiet(self, old: PodView, new: PodView) -> bool:
+        """For the filter: whether a change of a Pod's `group` alone (the rest of its view the same, its
+        verdict not held) can change nothing the backend decides, so it is kept and not passed on."""
+        return False
+
+    def finding(
+        self, component: ComponentKey, dcds: Sequence[DcdView], dgd: DgdView | None
+    ) -> Finding | None:
+        """The component's verdict by the backend's own rule, asked when none of its Pods has one."""
+        return None
+
+    def tracks(self, component: ComponentKey) -> bool:
+        """Whether the backend still holds state of the component (it is kept while one does)."""
+        return False
+
+    def reported(self, component: ComponentKey, finding: Finding | None) -> None:
+        """The component's verdict changed to `finding` (None: none)."""
+
+    def workload(self, dcd: ObjectKey, component: ComponentKey | None, generation: int) -> Condition | None:
+        """The DCD's `Available` condition in the operator's words for the backend's workload, when the
+        backend runs it (None: not the backend's DCD)."""
+        return None
+
+    def dcd_name(self, component: ComponentKey, pod: PodView) -> str | None:
+        """The name of the DCD that runs the Pod, when only the backend's object says it."""
+        return None
+
+    def components(self) -> Iterable[ComponentKey]:
+        """Every component of which the backend holds state (decided afresh at a sync)."""
+        return ()
+
+    def earliest(self) -> float:
+        """When the backend's next deadline falls (infinity: none)."""
+        return float("inf")
+
+    def due(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
+        """The deadlines that fell by `now`, each with the components it touches."""
+        return []

@@ -1,0 +1,305 @@
+"""LeaderWorkerSet-backed components: groups that crash-loop by being recreated whole.
+
+The group-recreation rule (pipeline.groups) reads one group's history; this backend keeps those histories
+and the indexes that find them: the groups of each component, of each LeaderWorkerSet, the groups on a
+loop's streak (the only ones that can be found looping, unless their LWS failed), the LWSs that say their
+restart budget ran out, and the groups left without a Pod, which are forgotten once the group window
+passes without a recreation. What it reads of a component's verdict (whether it reports one, the DCDs
+and DGD that may carry a group loop over a watcher restart) is handed to it; it never asks the aggregator.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+
+from pipeline.backends.base import Backend, Effects, Settings
+from pipeline.crashloop import Finding
+from pipeline.graph import GRAPH_MESSAGE_PREFIX, REASON_CRASH_LOOPING
+from pipeline.groups import (
+    MIN_RECREATIONS,
+    GroupHistory,
+    GroupKey,
+    budget_finding,
+    group_finding,
+    held_finding,
+    is_group_text,
+    seconds,
+)
+from pipeline.index import EMPTY, Index
+from pipeline.status import DCD_CONDITION, DCD_REASON_CRASH_LOOPING, DGD_CONDITION
+from pipeline.views import ComponentKey, DcdView, DgdView, LwsView, ObjectKey, PodView, View, ViewStore
+from stream.model.objects import Condition
+
+
+def _on_streak(history: GroupHistory) -> bool:
+    return history.streak >= MIN_RECREATIONS and history.last_failure is not None
+
+
+class LwsGroups(Backend):
+    kinds = (LwsView,)
+    reads_pods = True
+
+    def __init__(self, store: ViewStore, settings: Settings) -> None:
+        super().__init__(store, settings)
+        self.group_window = settings.group_window
+        self.pods = store.pods
+        self.lws = store.lws
+        self.groups: dict[GroupKey, GroupHistory] = {}
+        # (when its grace ends, group) for groups left without a Pod: stale entries are skipped when due
+        self._gone_deadlines: list[tuple[float, GroupKey]] = []
+        self.groups_of: Index[ComponentKey, GroupKey] = Index()
+        # the groups on a loop's streak (recreated often enough, each after a failure), by component: the
+        # only ones that can be found looping, unless their LeaderWorkerSet failed
+        self.streaking: Index[ComponentKey, GroupKey] = Index()
+        self._groups_of_lws: Index[ObjectKey, GroupKey] = Index()
+        # the LeaderWorkerSets that say their restart budget ran out: most clusters have none, and a
+        # group's rules ask for its LWS on every look at it
+        self._failed_lws: set[ObjectKey] = set()
+        # the components whose verdict has words (a held group loop may clear when any group turns Ready)
+        self._reporting: set[ComponentKey] = set()
+
+    # --- the Backend interface -----------------------------------------------------------------------
+
+    def observe_pod(
+        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
+    ) -> list[ComponentKey] | None:
+        """Hand a LeaderWorkerSet Pod's change to its group's history; the components whose group
+        verdict may have changed. None for a Pod of no group."""
+        if (old is None or old.group is None) and (new is None or new.group is None):
+            return None
+        touched: list[ComponentKey] = []
+        namespace, name = key
+        new_group = new.group if new is not None and new.component is not None else None
+        if old is not None and old.group is not None:
+            old_key = (namespace, old.group.lws, old.group.group)
+            if new_group is None or old_key != (namespace, new_group.lws, new_group.group):
+                history = self.groups.get(old_key)
+                if history is not None:
+                    history.observe(name, old.uid, None, None, self.group_window)
+                    touched += self._left_group(old_key, history, time if new is None else None)
+        if new is not None and new_group is not None and new.component is not None:
+            touched += self._joined_group((namespace, new_group.lws, new_group.group), name, old, new, time)
+        return touched
+
+    def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
+        """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten
+        with their history, and its `Failed` condition, if any, is weighed for its groups."""
+        lws = new if isinstance(new, LwsView) else None
+        if lws is not None and lws.failed is not None:
+            self._failed_lws.add(key)
+        else:
+            self._failed_lws.discard(key)
+        touched: list[ComponentKey] = []
+        for group_key in sorted(self._groups_of_lws.get(key)):
+            history = self.groups[group_key]
+            wanted = lws is not None and (not group_key[2].isdigit() or int(group_key[2]) < lws.replicas)
+            if wanted:
+                if history.component is not None:
+                    touched.append(history.component)
+            else:
+                touched += self._drop_group(group_key, history)
+        return Effects(list(dict.fromkeys(touched)), [])
+
+    def tracks(self, component: ComponentKey) -> bool:
+        return bool(self.groups_of.get(component))
+
+    def reported(self, component: ComponentKey, finding: Finding | None) -> None:
+        if finding is not None and finding.text:
+            self._reporting.add(component)
+        else:
+            self._reporting.discard(component)
+
+    def finding(self, component: ComponentKey, dcds: Sequence[DcdView], dgd: DgdView | None) -> Finding | None:
+        """The first recreation-looping group of the component (in key order); else a group loop its
+        status reports while one of its groups is not Ready (a restarted watcher has lost the history
+        that found it). Readiness is read only for groups that could be looping: on a path every
+        recompute of an LWS-backed component takes."""
+        groups = self.groups_of.get(component)
+        if not groups:
+            return None
+        first: GroupKey | None = None
+        failed_lws = self._failed_lws
+        # with no LeaderWorkerSet failed, only a group on a streak can be looping
+        for group_key in groups if failed_lws else self.streaking.get(component):
+            if first is not None and group_key > first:
+                continue
+            history = self.groups[group_key]
+            if not _on_streak(history) and (not failed_lws or (group_key[0], group_key[1]) not in failed_lws):
+                continue
+            if not self.group_ready(group_key):
+                first = group_key
+        if first is not None:
+            history = self.groups[first]
+            if history.streak >= MIN_RECREATIONS and history.last_failure is not None:
+                return group_finding(first[1], first[2], history.streak, history.last_failure)
+            failed = self.lws[(first[0], first[1])].failed
+            assert failed is not None
+            return budget_finding(first[1], first[2], failed)
+        text = _reported_group_loop(component, dcds, dgd)
+        if text is None or all(self.group_ready(group_key) for group_key in groups):
+            return None
+        return held_finding(text)
+
+    def workload(self, dcd: ObjectKey, component: ComponentKey | None, generation: int) -> Condition | None:
+        """The operator's words for its LeaderWorkerSet: Ready when every group's Pods are."""
+        groups = self.groups_of.get(component) if component is not None else EMPTY
+        if not groups:
+            return None
+        if all(self.group_ready(g) for g in groups):
+            return Condition(
+                DCD_CONDITION,
+                "True",
+                "LeaderWorkerSetReady",
+                "LeaderWorkerSet is ready",
+                observed_generation=generation,
+            )
+        return Condition(
+            DCD_CONDITION,
+            "False",
+            "LeaderWorkerSetNotReady",
+            "LeaderWorkerSet is not ready",
+            observed_generation=generation,
+        )
+
+    def components(self) -> Iterable[ComponentKey]:
+        return self.groups_of.keys()
+
+    def earliest(self) -> float:
+        gone = self._gone_deadlines
+        return gone[0][0] if gone else float("inf")
+
+    def due(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
+        """The groups without a Pod for the group window by `now` are gone, each when its time ran out."""
+        gone, window, due = self._gone_deadlines, self.group_window, []
+        while gone and gone[0][0] <= now:
+            deadline, group_key = heapq.heappop(gone)
+            history = self.groups.get(group_key)
+            emptied = history.emptied if history is not None else None
+            if history is not None and not history.pods and emptied is not None and emptied + window == deadline:
+                due.append((deadline, self._drop_group(group_key, history)))
+        return due
+
+    # --- for the filter --------------------------------------------------------------------------------
+
+    def quiet(self, old: PodView, new: PodView) -> bool:
+        """A readiness flip of a group's Pod that its group's state says cannot change a verdict."""
+        was, now = old.group, new.group
+        return (
+            was is not None
+            and now is not None
+            and (was.lws, was.group, was.leader, was.failure) == (now.lws, now.group, now.leader, now.failure)
+            and not self.matters(old.namespace, was.lws, was.group)
+        )
+
+    def matters(self, namespace: str, lws: str, group: str) -> bool:
+        """Whether a readiness flip of a Pod of this group can change a verdict or a status (an unknown
+        group: yes, let it through)."""
+        group_key = (namespace, lws, group)
+        return group_key not in self.groups or self._matters(group_key)
+
+    # --- the groups ----------------------------------------------------------------------------------
+
+    def group_ready(self, group_key: GroupKey) -> bool:
+        """Whether the group has Pods and they are all Ready, as their views say now."""
+        history = self.groups[group_key]
+        if not history.pods:
+            return False
+        namespace, pods = group_key[0], self.pods
+        for name in history.pods:
+            view = pods.get((namespace, name))
+            if view is None or view.group is None or not view.group.ready:
+                return False
+        return True
+
+    def _joined_group(
+        self, group_key: GroupKey, name: str, old: PodView | None, new: PodView, time: str | None
+    ) -> list[ComponentKey]:
+        """A Pod came into the group, or changed in it: its history hears it."""
+        new_group, component = new.group, new.component
+        assert new_group is not None and component is not None
+        touched: list[ComponentKey] = []
+        history = self.groups.get(group_key)
+        if history is None:
+            history = self.groups[group_key] = GroupHistory()
+            self._groups_of_lws.add((group_key[0], group_key[1]), group_key)
+        if history.component != component:
+            if history.component is not None:
+                self.groups_of.remove(history.component, group_key)
+                self.streaking.remove(history.component, group_key)
+                touched.append(history.component)
+            history.component = component
+            self.groups_of.add(component, group_key)
+            if _on_streak(history):
+                self.streaking.add(component, group_key)
+        streak = history.streak
+        history.observe(name, new.uid, new_group, time, self.group_window)
+        if history.streak != streak:
+            if _on_streak(history):
+                self.streaking.add(component, group_key)
+            else:
+                self.streaking.remove(component, group_key)
+        # a new Pod or a readiness flip may change whether the group is all Ready
+        flipped = old is None or old.group is None or old.group.ready != new_group.ready
+        if history.streak != streak or (flipped and self._matters(group_key)):
+            touched.append(component)
+        return touched
+
+    def _matters(self, group_key: GroupKey) -> bool:
+        """Whether the group's readiness can decide its component's verdict: it is on a streak, its LWS
+        says it failed, or the component reports a group loop that no group of it is finding now (a held
+        one: any group turning Ready may clear it). While another group loops, that group's finding is
+        the verdict, whatever this one's readiness."""
+        history = self.groups[group_key]
+        if history.streak >= MIN_RECREATIONS:
+            return True
+        if self._failed_lws and (group_key[0], group_key[1]) in self._failed_lws:
+            return True
+        component = history.component
+        if component is None or component not in self._reporting:
+            return False
+        return all(not self.groups[other].looping(self.group_ready(other)) for other in self.streaking.get(component))
+
+    def _left_group(self, group_key: GroupKey, history: GroupHistory, deleted: str | None) -> list[ComponentKey]:
+        """A Pod left the group: a group with no Pods, no streak and no failure waiting for a recreation has
+        nothing to remember and goes; one that has is given the group window from its last Pod's deletion
+        (`deleted`: that time; a Pod still terminating has not gone yet, and LWS recreates a group only
+        once the old Pods are gone) to come back: a recreation later than that could not go on a loop
+        anyway, so the group is gone (scaled down, or its LWS deleted, in a log without the LWS object). Its
+        component is returned when its groups changed, or when whether this group's Pods are all Ready can
+        decide the verdict."""
+        if not (history.pods or history.streak or history.failure is not None):
+            return self._drop_group(group_key, history)
+        if not history.pods:
+            when = seconds(deleted)
+            if when is not None:
+                history.emptied = when
+                heapq.heappush(self._gone_deadlines, (when + self.group_window, group_key))
+        return [history.component] if history.component is not None and self._matters(group_key) else []
+
+    def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
+        del self.groups[group_key]
+        self._groups_of_lws.remove((group_key[0], group_key[1]), group_key)
+        if history.component is None:
+            return []
+        self.groups_of.remove(history.component, group_key)
+        self.streaking.remove(history.component, group_key)
+        return [history.component]
+
+
+def _reported_group_loop(component: ComponentKey, dcds: Sequence[DcdView], dgd: DgdView | None) -> str | None:
+    """The group loop the component's DCD (else its DGD) reports, in crashwatch's own words."""
+    for dcd in dcds:
+        available = dcd.condition(DCD_CONDITION)
+        if available is None or available.reason != DCD_REASON_CRASH_LOOPING:
+            continue
+        if is_group_text(available.message):
+            return available.message
+    ready = dgd.condition(DGD_CONDITION) if dgd is not None else None
+    if ready is None or ready.reason != REASON_CRASH_LOOPING:
+        return None
+    prefix = f"{component[2]}: "
+    for part in ready.message.removeprefix(GRAPH_MESSAGE_PREFIX).split("; "):
+        if part.startswith(prefix) and is_group_text(part[len(prefix) :]):
+            return part[len(prefix) :]
+    return None
