@@ -30,14 +30,16 @@ import math
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal, TextIO
 
 import anyio
-from anyio.abc import ObjectSendStream
+from anyio.abc import ObjectSendStream, TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream
 
 from crashwatch import exitcodes
+from crashwatch.commands import COMMANDS, Command, CommandSpec
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.logs import LogFormat, StderrLogger
@@ -64,8 +66,8 @@ from stream.sources.namespaces import SelectedNamespaces
 from stream.sources.record import Recorder
 from stream.sources.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
 from stream.sources.resources import (
+    BACKEND_RESOURCES,
     DEPLOYMENTS,
-    LEADERWORKERSETS,
     PODS,
     NotAnApiServer,
     Resource,
@@ -74,7 +76,6 @@ from stream.sources.resources import (
     served,
 )
 
-Command = Literal["run", "tail", "record", "wait", "get"]
 BUFFER = 64
 
 
@@ -147,7 +148,8 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     code = exitcodes.OK
     life = _Lifecycle()
     elector: LeaderElector | None = None
-    if options.command == "run" and options.leader is not None:
+    spec = COMMANDS[options.command]
+    if spec.leads and options.leader is not None:
         namespace = options.leader.namespace or default_namespace(client)
         elector = LeaderElector(client, namespace, options.leader, log, on_gain=lambda: life.replan())
         life.is_leader = elector.is_leader
@@ -155,7 +157,7 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     server: HttpServer | None = None
     if options.http_address is not None:
         metrics = Metrics()
-        if options.command == "run":
+        if spec.leads:
             metrics.lead(life.is_leader)
         host, port = options.http_address
         server = HttpServer(
@@ -233,110 +235,20 @@ async def _watch(
     metrics: Metrics | None,
     deadline: float = math.inf,
 ) -> int:
-    version: str | None = None
-    lws = False
-    with anyio.move_on_after(deadline - anyio.current_time()) as discovering:
-        try:
-            version = await _discover(client, options, log)
-        except NotAnApiServer as strange:
-            log(str(strange), "error")
-            return exitcodes.UNAVAILABLE
-        try:
-            lws = await served(client, LEADERWORKERSETS, options.watch.request_timeout)
-        except ApiError as error:  # Pods are still diagnosed; only scale-downs and LWS's own verdict are missed
-            log(f"not watching LeaderWorkerSets: {error}", "warning")
-    if discovering.cancelled_caught:
-        log(f"timed out: {client.server} did not answer in time", "error")
-        return exitcodes.TIMEOUT
-    resources: list[Resource] = [PODS, DEPLOYMENTS]
-    if version is None:
-        if options.command in ("run", "wait", "get"):
-            log(
-                f"the Dynamo CRDs (nvidia.com DynamoGraphDeployment, DynamoComponentDeployment) are not served by "
-                f"{client.server}: there is " + ("no status to write" if options.command == "run" else "no graph"),
-                "error",
-            )
-            return exitcodes.UNAVAILABLE
-        log("the Dynamo CRDs are not served: watching Pods and Deployments only", "warning")
-    else:
-        resources += dynamo_resources(version)
-    if lws:  # LeaderWorkerSet-backed components: how many groups each wants, and its own Failed condition
-        resources.append(LEADERWORKERSETS)
-    scopes: list[str | None] = (
-        [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
-    )
-    kept = options.namespace_filter
-    given = scopes
-    if kept is not None and kept.shard is not None and scopes != [None]:  # a fixed list: watch ours alone
-        shard = kept.shard
-        scopes = [scope for scope in scopes if scope is not None and shard.owns(scope)]
-    where = "all namespaces" if options.all_namespaces else "namespace " + ", ".join(str(s) for s in scopes)
-    if kept is not None:
-        if not scopes:
-            where = f"no namespace (of namespace {', '.join(str(s) for s in given)}, none is this shard's)"
-        where += f", keeping those of {kept.describe()}"
+    spec = COMMANDS[options.command]
+    found = await _resources(client, options, spec, log, deadline)
+    if isinstance(found, int):
+        return found
+    resources, version = found
+    scopes, where = _scopes(client, options)
     names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
     log(f"watching {names} in {where} at {client.server} ({client.source})")
-
-    recorder = Recorder(options.record) if options.record else None
-    show = (recorder is None or options.record != "-") and options.command not in ("wait", "get")
-    reader = None
-    if options.log_lines > 0 and options.command in ("tail", "wait", "get"):
-        reader = LogReader(
-            # a kubelet that does not answer must not hold a CI wait's verdict back: 5 s at most per read
-            client,
-            options.log_lines,
-            timeout=min(5.0, options.watch.request_timeout),
-            log=lambda m: log(m, "warning"),
-        )
-    judge = _judge(options, scopes, where, out, log, life, reader)
-    send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
-    sinks: list[ObjectSendStream[list[Output]]] = []
-    started = time.monotonic()
+    wiring = _Wiring(client, options, spec, out, log, life, metrics)
+    judge = _judge(options, spec, scopes, where, out, log, life, wiring.reader)
     code = exitcodes.OK
     try:
         async with anyio.create_task_group() as tg:
-            if show:
-                send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
-                sinks.append(send_out)
-                line_format: Format = "json" if options.output == "json" else "text"
-                if reader is not None:  # tail: each crash with its container's last lines under it
-                    printer = change_printer(line_format)
-                    tg.start_soon(print_lines_with_logs, receive_out, out, printer, reader, line_format)
-                else:
-                    tg.start_soon(print_lines, receive_out, out, change_printer(line_format))
-            if options.command == "run":
-                send_status, receive_status = anyio.create_memory_object_stream[list[Output]](BUFFER)
-                sinks.append(send_status)
-                patcher = StatusPatcher(client, options.patch, log, is_leader=life.is_leader)
-                life.unfinished = patcher.unfinished
-                tg.start_soon(patcher.run, receive_status)
-
-                async def resync() -> None:
-                    with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-                        await send_events.send([Synced(now_rfc3339())])
-
-                def replan() -> None:
-                    # before the first list ends there is nothing to decide again: the sync decides it all
-                    if life.synced:
-                        tg.start_soon(resync)
-
-                life.replan = replan
-                if options.events is not None:  # Events: a stream, a queue and a pace of their own
-                    send_ev, receive_ev = anyio.create_memory_object_stream[list[Output]](BUFFER)
-                    sinks.append(send_ev)
-                    events = EventRecorder(client, options.events, log, is_leader=life.is_leader)
-                    if metrics is not None:
-                        metrics.count_events(events.stats)
-                    tg.start_soon(events.run, receive_ev)
-            if judge is not None:
-                send_judge, receive_judge = anyio.create_memory_object_stream[list[Output]](BUFFER)
-                sinks.append(send_judge)
-                tg.start_soon(judge.run, receive_judge)
-            if metrics is not None:
-                send_metrics, receive_metrics = anyio.create_memory_object_stream[list[Output]](BUFFER)
-                sinks.append(send_metrics)
-                tg.start_soon(metrics_sink, receive_metrics, metrics)
+            sinks = wiring.start_sinks(tg, judge)
             pipeline = Pipeline(
                 clock=now_rfc3339,
                 synced=False,
@@ -350,65 +262,8 @@ async def _watch(
                 log(f"a watch event skipped: {problem}", "warning")
                 return True
 
-            tg.start_soon(pipeline_stage, receive_events, sinks, pipeline, report)
-
-            reflectors = [
-                Reflector(
-                    client,
-                    resource,
-                    scope,
-                    send_events.send,  # type: ignore[arg-type]
-                    options.watch,
-                    log,
-                    tap=recorder.write if recorder is not None else None,
-                    keep=kept.keeps if kept is not None else None,
-                )
-                for resource in resources
-                for scope in scopes
-            ]
-            selection = None
-            if kept is not None and kept.selector is not None:
-                selection = SelectedNamespaces(client, kept, options.watch, log)
-                selection.reflectors = reflectors
-            pending = len(reflectors)
-            if metrics is not None:
-                metrics.count(reflectors, patcher.stats if options.command == "run" else None)
-
-            async def listed() -> None:
-                nonlocal pending
-                pending -= 1
-                if pending == 0:
-                    life.synced = True
-                    if metrics is not None:
-                        # from now on read at each scrape: 0 again while a reflector is out of sync (two
-                        # failed requests in a row: stream.sources.reflector), which /readyz does not follow
-                        watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
-                        metrics.synced.set_function(lambda: float(all(r.in_sync for r in watched)))
-                    count = sum(len(r.known) for r in reflectors)
-                    log(f"synced in {time.monotonic() - started:.2f}s: {count} objects")
-                    if options.command in ("run", "wait", "get"):  # statuses or readiness to decide
-                        await send_events.send([Synced(now_rfc3339())])
-
-            # send_events is closed once the watches stop (or `wait` runs out of time): the stages
-            # drain, then end
-            async with send_events, anyio.create_task_group() as watches:
-                watches.cancel_scope.deadline = deadline
-                life.stop_watches = watches.cancel_scope.cancel
-                if selection is not None:  # which namespaces match, before any object is listed
-                    selected = anyio.Event()
-
-                    async def namespaces_listed() -> None:
-                        selected.set()
-
-                    watches.start_soon(selection.run, namespaces_listed)
-                    await selected.wait()
-                for reflector in reflectors:
-                    watches.start_soon(reflector.run, listed)
-                watches.start_soon(_tick, send_events)
-                if not reflectors:  # every namespace given is another shard's: idle, ready, until stopped
-                    pending = 1
-                    await listed()
-                    watches.start_soon(anyio.sleep_forever)
+            tg.start_soon(pipeline_stage, wiring.receive_events, sinks, pipeline, report)
+            await wiring.watch(resources, scopes, deadline)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
         for exc in fatal:
@@ -416,13 +271,224 @@ async def _watch(
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
     finally:
         life.replan = lambda: None
-        if recorder is not None:
-            recorder.close(now_rfc3339())
-            log(f"recorded {recorder.count} events to {options.record}")
+        wiring.close_recorder()
+    return _judged(code, judge)
+
+
+async def _resources(
+    client: KubeClient, options: LiveOptions, spec: CommandSpec, log: Logger, deadline: float
+) -> tuple[list[Resource], str | None] | int:
+    """What to watch (and the Dynamo CRDs' version), or the exit code when there is nothing to do."""
+    version: str | None = None
+    optional: list[Resource] = []
+    with anyio.move_on_after(deadline - anyio.current_time()) as discovering:
+        try:
+            version = await _discover(client, options, log)
+        except NotAnApiServer as strange:
+            log(str(strange), "error")
+            return exitcodes.UNAVAILABLE
+        for resource in BACKEND_RESOURCES:
+            try:
+                if await served(client, resource, options.watch.request_timeout):
+                    optional.append(resource)
+            except ApiError as error:  # Pods are still diagnosed; only what the object itself says is missed
+                log(f"not watching {resource.kind}s: {error}", "warning")
+    if discovering.cancelled_caught:
+        log(f"timed out: {client.server} did not answer in time", "error")
+        return exitcodes.TIMEOUT
+    resources: list[Resource] = [PODS, DEPLOYMENTS]
+    if version is None:
+        if spec.needs_dynamo is not None:
+            log(
+                f"the Dynamo CRDs (nvidia.com DynamoGraphDeployment, DynamoComponentDeployment) are not served by "
+                f"{client.server}: there is {spec.needs_dynamo}",
+                "error",
+            )
+            return exitcodes.UNAVAILABLE
+        log("the Dynamo CRDs are not served: watching Pods and Deployments only", "warning")
+    else:
+        resources += dynamo_resources(version)
+    # e.g. LeaderWorkerSet-backed components: how many groups each wants, and its own Failed condition
+    return resources + optional, version
+
+
+def _scopes(client: KubeClient, options: LiveOptions) -> tuple[list[str | None], str]:
+    """The namespaces to watch (None: all), and how to say it."""
+    scopes: list[str | None] = (
+        [None] if options.all_namespaces else list(options.namespaces or [client.default_namespace])
+    )
+    kept = options.namespace_filter
+    given = scopes
+    if kept is not None and kept.shard is not None and scopes != [None]:  # a fixed list: watch ours alone
+        shard = kept.shard
+        scopes = [scope for scope in scopes if scope is not None and shard.owns(scope)]
+    where = "all namespaces" if options.all_namespaces else "namespace " + ", ".join(str(s) for s in scopes)
+    if kept is not None:
+        if not scopes:
+            where = f"no namespace (of namespace {', '.join(str(s) for s in given)}, none is this shard's)"
+        where += f", keeping those of {kept.describe()}"
+    return scopes, where
+
+
+class _Wiring:
+    """One live command's sources and sinks around the pipeline, as its `CommandSpec` says."""
+
+    def __init__(
+        self,
+        client: KubeClient,
+        options: LiveOptions,
+        spec: CommandSpec,
+        out: BinaryIO,
+        log: Logger,
+        life: _Lifecycle,
+        metrics: Metrics | None,
+    ) -> None:
+        self.client, self.options, self.spec, self.out, self.log = client, options, spec, out, log
+        self.life, self.metrics = life, metrics
+        self.recorder = Recorder(options.record) if options.record else None
+        self.reader: LogReader | None = None
+        if options.log_lines > 0 and spec.reads_logs:
+            self.reader = LogReader(
+                # a kubelet that does not answer must not hold a CI wait's verdict back: 5 s at most per read
+                client,
+                options.log_lines,
+                timeout=min(5.0, options.watch.request_timeout),
+                log=lambda m: log(m, "warning"),
+            )
+        self.send_events, self.receive_events = anyio.create_memory_object_stream[Events](BUFFER)
+        self.patcher: StatusPatcher | None = None
+        self.started = time.monotonic()
+
+    def start_sinks(
+        self, tg: TaskGroup, judge: GraphWaiter | GraphTable | None
+    ) -> list[ObjectSendStream[list[Output]]]:
+        """Start the command's sinks in `tg`; the streams that feed them."""
+        sinks: list[ObjectSendStream[list[Output]]] = []
+
+        def sink() -> MemoryObjectReceiveStream[list[Output]]:
+            send, receive = anyio.create_memory_object_stream[list[Output]](BUFFER)
+            sinks.append(send)
+            return receive
+
+        options = self.options
+        if self.spec.prints_changes and (self.recorder is None or options.record != "-"):
+            line_format: Format = "json" if options.output == "json" else "text"
+            printer = change_printer(line_format)
+            if self.reader is not None:  # tail: each crash with its container's last lines under it
+                tg.start_soon(print_lines_with_logs, sink(), self.out, printer, self.reader, line_format)
+            else:
+                tg.start_soon(print_lines, sink(), self.out, printer)
+        if self.spec.writes_status:
+            self._start_writers(tg, sink)
+        if judge is not None:
+            tg.start_soon(judge.run, sink())
+        if self.metrics is not None:
+            tg.start_soon(metrics_sink, sink(), self.metrics)
+        return sinks
+
+    def _start_writers(self, tg: TaskGroup, sink: Callable[[], MemoryObjectReceiveStream[list[Output]]]) -> None:
+        """The status patcher and, with --events, the Event recorder; a gained lease decides again."""
+        options, life = self.options, self.life
+        patcher = self.patcher = StatusPatcher(self.client, options.patch, self.log, is_leader=life.is_leader)
+        life.unfinished = patcher.unfinished
+        tg.start_soon(patcher.run, sink())
+
+        async def resync() -> None:
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await self.send_events.send([Synced(now_rfc3339())])
+
+        def replan() -> None:
+            # before the first list ends there is nothing to decide again: the sync decides it all
+            if life.synced:
+                tg.start_soon(resync)
+
+        life.replan = replan
+        if options.events is not None:  # Events: a stream, a queue and a pace of their own
+            events = EventRecorder(self.client, options.events, self.log, is_leader=life.is_leader)
+            if self.metrics is not None:
+                self.metrics.count_events(events.stats)
+            tg.start_soon(events.run, sink())
+
+    async def watch(self, resources: list[Resource], scopes: list[str | None], deadline: float) -> None:
+        """List and watch until stopped (or `wait` runs out of time); then close the events' stream, so
+        the stages drain and end."""
+        options, kept = self.options, self.options.namespace_filter
+        recorder = self.recorder
+        reflectors = [
+            Reflector(
+                self.client,
+                resource,
+                scope,
+                self.send_events.send,  # type: ignore[arg-type]
+                options.watch,
+                self.log,
+                tap=recorder.write if recorder is not None else None,
+                keep=kept.keeps if kept is not None else None,
+            )
+            for resource in resources
+            for scope in scopes
+        ]
+        selection = None
+        if kept is not None and kept.selector is not None:
+            selection = SelectedNamespaces(self.client, kept, options.watch, self.log)
+            selection.reflectors = reflectors
+        if self.metrics is not None:
+            self.metrics.count(reflectors, self.patcher.stats if self.patcher is not None else None)
+        listed = self._on_listed(reflectors, selection)
+        async with self.send_events, anyio.create_task_group() as watches:
+            watches.cancel_scope.deadline = deadline
+            self.life.stop_watches = watches.cancel_scope.cancel
+            if selection is not None:  # which namespaces match, before any object is listed
+                selected = anyio.Event()
+
+                async def namespaces_listed() -> None:
+                    selected.set()
+
+                watches.start_soon(selection.run, namespaces_listed)
+                await selected.wait()
+            for reflector in reflectors:
+                watches.start_soon(reflector.run, listed)
+            watches.start_soon(_tick, self.send_events)
+            if not reflectors:  # every namespace given is another shard's: idle, ready, until stopped
+                await listed()
+                watches.start_soon(anyio.sleep_forever)
+
+    def _on_listed(
+        self, reflectors: list[Reflector], selection: SelectedNamespaces | None
+    ) -> Callable[[], Awaitable[None]]:
+        """What each watch calls once it has listed: the last one marks the command synced."""
+        pending = max(1, len(reflectors))
+
+        async def listed() -> None:
+            nonlocal pending
+            pending -= 1
+            if pending:
+                return
+            self.life.synced = True
+            if self.metrics is not None:
+                # from now on read at each scrape: 0 again while a reflector is out of sync (two
+                # failed requests in a row: stream.sources.reflector), which /readyz does not follow
+                watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
+                self.metrics.synced.set_function(lambda: float(all(r.in_sync for r in watched)))
+            count = sum(len(r.known) for r in reflectors)
+            self.log(f"synced in {time.monotonic() - self.started:.2f}s: {count} objects")
+            if self.spec.decides_at_sync:  # statuses or readiness to decide
+                await self.send_events.send([Synced(now_rfc3339())])
+
+        return listed
+
+    def close_recorder(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close(now_rfc3339())
+            self.log(f"recorded {self.recorder.count} events to {self.options.record}")
+
+
+def _judged(code: int, judge: GraphWaiter | GraphTable | None) -> int:
+    """The exit code: the watches' own, else what `wait` or `get` decided."""
     if code == exitcodes.OK and isinstance(judge, GraphWaiter) and judge.result is not None:
-        code = WAIT_CODES[judge.result]
-    elif code == exitcodes.OK and isinstance(judge, GraphTable) and judge.missing:
-        code = exitcodes.NOT_FOUND
+        return WAIT_CODES[judge.result]
+    if code == exitcodes.OK and isinstance(judge, GraphTable) and judge.missing:
+        return exitcodes.NOT_FOUND
     return code
 
 
@@ -436,6 +502,7 @@ async def _tick(send: ObjectSendStream[Events]) -> None:
 
 def _judge(
     options: LiveOptions,
+    spec: CommandSpec,
     scopes: list[str | None],
     where: str,
     out: BinaryIO,
@@ -453,12 +520,12 @@ def _judge(
     if options.graphs is not None:
         namespace = scopes[0] or ""  # the CLI allows names with one namespace only
         targets = [(namespace, name) for name in options.graphs]
-    if options.command == "wait":
+    if spec.judge == "wait":
         once = options.timeout == 0
         return GraphWaiter(
             targets, "json" if options.output == "json" else "text", out, log, stop, where, once, logs=reader
         )
-    if options.command == "get":
+    if spec.judge == "get":
         view: Literal["table", "wide", "json"] = (
             "json" if options.output == "json" else "wide" if options.output == "wide" else "table"
         )

@@ -108,6 +108,8 @@ LEADERWORKERSETS = Resource(
     "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", LeaderWorkerSet, optional=True
 )
 DEPLOYMENTS = Resource("Deployment", "apps", "v1", "deployments", Deployment, label_selector=GRAPH_LABEL)
+# the workload objects of backends (pipeline.backends) whose CRDs a cluster may not have: watched where served
+BACKEND_RESOURCES: tuple[Resource, ...] = (LEADERWORKERSETS,)
 
 
 def dynamo_resources(version: str) -> tuple[Resource, Resource]:
