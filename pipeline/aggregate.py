@@ -1,12 +1,13 @@
 """The aggregator: per-component Pod sets behind O(1) indexes, and the verdicts drawn from them.
 
 In the manner of client-go's indexer, every lookup a diagnosis makes goes through a named index (Pods by
-component; Deployments by selector anchor and by owning DCD; DCDs by component and by graph), so its cost
-follows the size of the answer, never the number of Pods held. An index is kept only where a decision
-reads it: a selector lookup of Pods would come back as a named index the day a path needs one. Verdicts are
-level-triggered: a component's verdict is recomputed from its current crash-looping Pods whenever one of
-them changes, and a `ComponentChange` is emitted only when that verdict or its finding differs from the last one.
-Index keys are dropped when their sets empty, so churn does not grow memory.
+component; DCDs by component and by graph; a backend's own, pipeline.backends), so its cost follows the
+size of the answer, never the number of Pods held. Verdicts are level-triggered: a component's verdict is
+recomputed from its current crash-looping Pods (and, when none has one, from its backends' rules) whenever
+one of them changes, and a `ComponentChange` is emitted only when that verdict or its finding differs from
+the last one. What a workload object adds (a Deployment's DCD, a LeaderWorkerSet's groups) is its
+backend's: the aggregator calls each through `Backend` and hands it what it needs. Index keys are dropped
+when their sets empty, so churn does not grow memory.
 """
 
 from __future__ import annotations
