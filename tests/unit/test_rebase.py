@@ -1,6 +1,7 @@
 """A wanted status rebased onto the object as it reads after a conflict (`StatusWanted.onto`): the write
 the status patcher sends then. It must be what the patcher made of it before the rebase was the
-output's own, the decision made again on the object read anew (`wanted_status`), body for body."""
+output's own, the decision made again on the object read anew (`wanted_status`), body for body: each
+case says the body, and checks that the two still agree (they share one implementation since)."""
 
 from __future__ import annotations
 
