@@ -1,7 +1,8 @@
 """What the aggregator emits: verdict changes for people and scripts, wanted statuses for the patcher, and
 what a waiter (`wait`, `get`) sees of each graph.
 
-Sinks receive these and nothing else, so a sink never needs to re-derive a diagnosis.
+Sinks receive these and nothing else, so a sink never needs to re-derive a diagnosis: a status write
+that meets a newer object (a 409) is rebased by the output itself (`StatusWanted.onto`), not decided again.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Literal
 import msgspec
 
 from pipeline.crashloop import Finding
+from pipeline.views import StatusView
 from stream.model.objects import Condition
 
 
@@ -75,6 +77,57 @@ class StatusWanted(msgspec.Struct, frozen=True, gc=False):
             status["state"] = self.state
         status["conditions"] = [condition_dict(c) for c in self.conditions]
         return {"status": status}
+
+    def onto(self, view: StatusView, now: str) -> StatusWanted | None:
+        """This decision (its decided conditions and state) rebased onto the object as `view` reads it now:
+        the write that makes it say them, or None when it already does. Decides nothing anew: what a
+        writer that lost a race (409) sends once it has read the object again."""
+        return status_write(view, self.decided, self.state, now)
+
+
+def status_write(view: StatusView, decided: tuple[Condition, ...], state: str | None, now: str) -> StatusWanted | None:
+    """The write that makes `view` say the `decided` conditions (and `state`, when set), every other
+    condition kept as it reads, or None when it says them already. Each decided condition keeps its
+    transition time when its status does not change, else takes `now`'s (whole seconds, as metav1.Time)."""
+    if not decided:
+        return None
+    if all(_same(view.condition(c.type), c) for c in decided) and (state is None or view.state == state):
+        return None
+    # metav1.Time has whole seconds; live events are stamped to the millisecond
+    stamp = now.partition(".")[0] + "Z" if "." in now else now
+    merged = list(view.conditions)
+    stamped = []
+    for wanted in decided:
+        old = view.condition(wanted.type)
+        since = old.last_transition_time if old is not None and old.status == wanted.status else stamp
+        wanted = msgspec.structs.replace(wanted, last_transition_time=since or stamp)
+        stamped.append(wanted)
+        if old is None:
+            merged.append(wanted)
+        else:
+            merged = [wanted if c.type == wanted.type else c for c in merged]
+    return StatusWanted(
+        time=now,
+        api_version=view.api_version,
+        kind=view.kind,
+        namespace=view.namespace,
+        name=view.name,
+        uid=view.uid,
+        resource_version=view.resource_version,
+        decided=tuple(stamped),
+        conditions=tuple(merged),
+        state=state,
+    )
+
+
+def _same(a: Condition | None, b: Condition) -> bool:
+    return (
+        a is not None
+        and a.status == b.status
+        and a.reason == b.reason
+        and a.message == b.message
+        and a.observed_generation == b.observed_generation
+    )
 
 
 def condition_dict(condition: Condition) -> dict[str, object]:

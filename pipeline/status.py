@@ -13,13 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-import msgspec
-
 from pipeline.backends import grove
 from pipeline.crashloop import Finding
 from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
 from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
-from pipeline.outputs import StatusWanted
+from pipeline.outputs import StatusWanted, status_write
 from pipeline.views import StatusView
 from stream.model.objects import Condition
 
@@ -52,36 +50,6 @@ DGD_STALLED_REASONS = {
 OWNED_DCD_REASONS = frozenset(DCD_REASONS.values())  # an `Available` failure crashwatch may clear
 OWNED_DGD_REASONS = frozenset((*REASONS.values(), REASON_MIXED))  # a `Ready` failure crashwatch may clear
 CRASH_LOOP_STALLED = frozenset((DCD_REASON_CRASH_LOOPING, DGD_STALLED_REASON))
-
-
-def _same(a: Condition | None, b: Condition) -> bool:
-    return (
-        a is not None
-        and a.status == b.status
-        and a.reason == b.reason
-        and a.message == b.message
-        and a.observed_generation == b.observed_generation
-    )
-
-
-def _merge(
-    view: StatusView, decided: tuple[Condition, ...], now: str
-) -> tuple[tuple[Condition, ...], tuple[Condition, ...]]:
-    """Replace the decided conditions, each keeping its transition time when its status did not change."""
-    if "." in now:  # metav1.Time has whole seconds; live events are stamped to the millisecond
-        now = now.partition(".")[0] + "Z"
-    merged = list(view.conditions)
-    stamped = []
-    for wanted in decided:
-        old = view.condition(wanted.type)
-        since = old.last_transition_time if old is not None and old.status == wanted.status else now
-        wanted = msgspec.structs.replace(wanted, last_transition_time=since or now)
-        stamped.append(wanted)
-        if old is None:
-            merged.append(wanted)
-        else:
-            merged = [wanted if c.type == wanted.type else c for c in merged]
-    return tuple(stamped), tuple(merged)
 
 
 def stalled(view: StatusView, failing: bool, reason: str, message: str, cleared: str) -> Condition | None:
@@ -219,20 +187,4 @@ def dgd_ready(
 
 def wanted_status(view: StatusView, decided: tuple[Condition, ...], state: str | None, now: str) -> StatusWanted | None:
     """A StatusWanted when the object does not already say this, else None (so restarts write nothing)."""
-    if not decided:
-        return None
-    if all(_same(view.condition(c.type), c) for c in decided) and (state is None or view.state == state):
-        return None
-    stamped, conditions = _merge(view, decided, now)
-    return StatusWanted(
-        time=now,
-        api_version=view.api_version,
-        kind=view.kind,
-        namespace=view.namespace,
-        name=view.name,
-        uid=view.uid,
-        resource_version=view.resource_version,
-        decided=stamped,
-        conditions=conditions,
-        state=state,
-    )
+    return status_write(view, decided, state, now)

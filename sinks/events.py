@@ -18,10 +18,13 @@ starts again: each crash loop is one Warning series, each recovery one Normal. T
 regarding object's resourceVersion (client-go's includes it), which changes with every status write.
 A PATCH that finds its Event gone (Events expire, an hour by default) creates it again.
 
-Rate and memory: writes take tokens from a bucket (a burst, then a steady rate), and keys waiting to be
-written sit in a bounded queue; a repeat of a key already waiting only updates it, and an occurrence
-that finds the queue full is dropped and counted. The sink's input loop never waits for a write, so the
-pipeline (and with it the status patcher) is never held back by Events.
+Rate and memory: the Event keys waiting to be written sit in the sinks' keyed work queue
+(sinks.workqueue), bounded, and writes take tokens from its bucket (a burst, then a steady rate); a
+repeat of a key already waiting only updates its series (the queue's coalescing), a repeat during its
+write is written after it, and an occurrence that finds the queue full is dropped and counted. The
+sink's input loop never waits for a write, so the pipeline (and with it the status patcher) is never
+held back by Events. When the input ends (a stop), what waits is sent while tokens are at hand, and the
+rest dropped.
 
 Refusals: 403 (no RBAC for Events), 404 (the namespace is gone) and 422 (the server finds the Event
 invalid) are said once each on stderr and counted; the watcher goes on. 429, 5xx and no answer are
@@ -34,7 +37,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -48,8 +50,9 @@ from pipeline.graph import REASONS
 from pipeline.outputs import ComponentChange, Output, StatusWanted
 from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
 from sinks.logs import LogReader, crashed
+from sinks.workqueue import KeyedQueue, WorkQueue
 from stream.model.messages import About, Logger, logger
-from stream.sources.client import ApiError, Backoff, KubeClient, TokenBucket
+from stream.sources.client import ApiError, KubeClient
 
 CONTROLLER = "crashwatch"
 ACTION = "Diagnose"
@@ -163,8 +166,6 @@ class _Series:
     seen: float  # monotonic time of the last occurrence
     last_note: str
     created: bool = False  # the Event exists on the server
-    queued: bool = False  # waiting in the queue
-    busy: bool = False  # a write of it is under way
     ended: bool = False  # the object's state changed: forget the series once its last write is done
 
 
@@ -188,7 +189,9 @@ class Folder:
 
     `observe` is called for each occurrence with the time (monotonic, for the series window; wall, for
     the Event's times); `take` hands out the next write, with the series as it stands then; `done` says
-    how it went. Bounded: at most `capacity` keys wait, and a series is forgotten once over.
+    how it went. The keys waiting for a write, and the one being written, are held in a keyed queue
+    (`queue`: the recorder hands in its work queue; else a plain one of `capacity`), whose item for a
+    key is its series. Bounded: at most `capacity` keys wait, and a series is forgotten once over.
     """
 
     def __init__(
@@ -198,14 +201,14 @@ class Folder:
         window: float = SERIES_WINDOW,
         controller: str = CONTROLLER,
         action: str = ACTION,
+        queue: KeyedQueue[Key, _Series] | None = None,
     ) -> None:
         self.instance = instance
-        self.capacity = capacity
         self.window = window
         self.controller = controller
         self.action = action
         self.series: dict[Key, _Series] = {}
-        self.queue: deque[Key] = deque()
+        self.queue: KeyedQueue[Key, _Series] = queue if queue is not None else KeyedQueue(capacity)
         self._swept = 0.0
 
     def key(self, occurrence: Occurrence) -> Key:
@@ -218,22 +221,16 @@ class Folder:
         key = self.key(occurrence)
         self._end_other(occurrence, key)
         series = self.series.get(key)
-        if series is not None and not series.busy and not series.queued and now - series.seen >= self.window:
+        if series is not None and not self.queue.active(key) and now - series.seen >= self.window:
             del self.series[key]  # over: a repeat after six quiet minutes starts a new Event
             series = None
         if series is not None:
             if occurrence.note == series.last_note:
                 return "repeat"  # the same words asked for again: a rewritten status, not a new restart
-            if series.queued:
+            put = self.queue.put(key, series)  # "replaced" when it waits already: one write, the count grows
+            if put != "dropped":
                 self._count(series, occurrence, now, wall)
-                return "folded"
-            if len(self.queue) >= self.capacity:
-                return "dropped"
-            self._count(series, occurrence, now, wall)
-            self._enqueue(key, series)
-            return "queued"
-        if len(self.queue) >= self.capacity:
-            return "dropped"
+            return "folded" if put == "replaced" else put
         stamp = micro_time(wall)
         series = _Series(
             name=event_name(occurrence.regarding.name, wall),
@@ -244,8 +241,9 @@ class Folder:
             seen=now,
             last_note=occurrence.note,
         )
+        if self.queue.put(key, series) == "dropped":
+            return "dropped"
         self.series[key] = series
-        self._enqueue(key, series)
         return "queued"
 
     def _count(self, series: _Series, occurrence: Occurrence, now: float, wall: float) -> None:
@@ -253,10 +251,6 @@ class Folder:
         series.last_observed = micro_time(wall)
         series.seen = now
         series.last_note = occurrence.note
-
-    def _enqueue(self, key: Key, series: _Series) -> None:
-        series.queued = True
-        self.queue.append(key)
 
     def _end_other(self, occurrence: Occurrence, key: Key) -> None:
         """A crash loop (or another diagnosis) that starts ends the object's recovery series and those of
@@ -268,22 +262,15 @@ class Folder:
             series = self.series.get(other_key)
             if series is None:
                 continue
-            if series.queued or series.busy:
+            if self.queue.active(other_key):
                 series.ended = True
             else:
                 del self.series[other_key]
 
     def take(self) -> Write | None:
-        """The next write, or None when none waits."""
-        while self.queue:
-            key = self.queue.popleft()
-            series = self.series.get(key)
-            if series is None or not series.queued:
-                continue
-            series.queued = False
-            series.busy = True
-            return self._write(key, series)
-        return None
+        """The next write, or None when none waits (or only a repeat of the one under way)."""
+        taken = self.queue.take()
+        return self._write(*taken) if taken is not None else None
 
     def _write(self, key: Key, series: _Series) -> Write:
         first = series.first
@@ -311,13 +298,13 @@ class Folder:
 
     def done(self, write: Write, exists: bool) -> None:
         """The write ended: `exists` when the Event is now on the server (created or patched)."""
+        self.queue.done(write.key)
         series = self.series.get(write.key)
         if series is None:
             return
-        series.busy = False
         if exists:
             series.created = True
-        if series.queued:
+        if self.queue.pending(write.key) is not None:
             return
         if series.ended or not series.created:
             # over, or never created (refused, or not the leader): a later occurrence starts afresh
@@ -326,7 +313,7 @@ class Folder:
     def sweep(self, now: float) -> None:
         """Forget the series that are over, so memory follows the crash loops of the last minutes."""
         self._swept = now
-        for key in [k for k, s in self.series.items() if not s.queued and not s.busy and now - s.seen >= self.window]:
+        for key in [k for k, s in self.series.items() if not self.queue.active(k) and now - s.seen >= self.window]:
             del self.series[key]
 
 
@@ -370,13 +357,16 @@ class EventRecorder:
         self.clock = clock
         self.wall = wall
         self.stats = EventStats()
-        self.folder = Folder(
-            self.settings.instance or reporting_instance(), self.settings.queue, self.settings.series_window
+        # the Event keys waiting to be written, one write at a time, at the bucket's pace
+        self.queue: WorkQueue[Key, _Series] = WorkQueue(
+            self.settings.qps, self.settings.burst, self.settings.queue, retry_max=5.0, clock=clock
         )
-        self._bucket: TokenBucket | None = None
-        self._wake = anyio.Event()
-        self._stopped = anyio.Event()
-        self._closed = False
+        self.folder = Folder(
+            self.settings.instance or reporting_instance(),
+            self.settings.queue,
+            self.settings.series_window,
+            queue=self.queue,
+        )
         self._said: set[int] = set()
         # --event-logs: each DCD's current finding (from the verdict changes), whose container's last lines
         # a Warning's note carries; read when the Event is written, never in the input loop
@@ -398,9 +388,7 @@ class EventRecorder:
                     async for batch in receive:
                         self.observe(batch)
             finally:
-                self._closed = True
-                self._wake.set()
-                self._stopped.set()
+                self.queue.close()
 
     def observe(self, outputs: Sequence[Output]) -> None:
         """Fold a batch's occurrences in; never waits."""
@@ -417,28 +405,14 @@ class EventRecorder:
                 continue
             if self.folder.observe(occurrence, self.clock(), self.wall()) == "dropped":
                 self.stats.dropped += 1
-            else:
-                self._wake.set()
 
     async def _write_all(self) -> None:
         """Send the queued writes one at a time, each after a token. When the input ends (a stop), what
         is queued is sent while tokens are at hand, and the rest dropped: Events never hold a stop."""
-        if self._bucket is None:
-            self._bucket = TokenBucket(self.settings.qps, self.settings.burst, self.clock())
-        while True:
-            if not self.folder.queue:
-                if self._closed:
-                    return
-                self._wake = anyio.Event()
-                await self._wake.wait()
-                continue
-            delay = self._bucket.take(self.clock())
-            if delay > 0:
-                with anyio.move_on_after(delay):
-                    await self._stopped.wait()
-                if self._closed:  # stopping: what would wait for tokens is dropped, never waited for
-                    self.stats.dropped += len(self.folder.queue)
-                    return
+        while await self.queue.ready():
+            if not await self.queue.pace(finish=False):  # stopping: what would wait for tokens is dropped
+                self.stats.dropped += self.queue.drop()
+                return
             write = self.folder.take()  # after the wait: the series as it stands now
             if write is None:
                 continue
@@ -471,7 +445,7 @@ class EventRecorder:
     async def _send(self, write: Write) -> bool:
         await self._with_logs(write)
         path = EVENTS.format(namespace=write.namespace)
-        backoff = Backoff(0.5, 5.0)
+        backoff = self.queue.backoff()
         for attempt in range(self.settings.tries):
             if not self.is_leader():  # asked as late as can be, as status writes do
                 self.stats.not_leader += 1

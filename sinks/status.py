@@ -1,21 +1,24 @@
 """The status patcher: writes the DCD and DGD statuses the aggregator wants, and nothing else.
 
-What to write is decided upstream (pipeline.status); how is decided here. Each object has at most one
-write in flight, and while it is in flight the newest wanted status replaces any older one (coalescing).
+What to write is decided upstream (pipeline.status); how is decided here. The wanted statuses go through
+the sinks' keyed work queue (sinks.workqueue), keyed by object: each object has at most one write in
+flight, and while it is in flight the newest wanted status replaces any older one (coalescing).
 A write is a JSON merge patch of the status subresource that carries the observed resourceVersion, so a
 concurrent writer makes it fail with 409 instead of being overwritten: then the object is read again,
-the owned condition merged into what it says now (other conditions untouched), and the write retried,
-or dropped if the object already says it. 429 and 5xx are retried with backoff, honouring Retry-After.
-A token bucket bounds the rate of writes. When another writer overwrites a failure that still holds,
-the aggregator wants the same status again: the first such rewrite is sent at once, and further ones in a
-row wait with per-object exponential backoff, so two writers never fight in a tight loop. DCD writes go
-before DGD writes: the Dynamo operator reconciles a graph 10-30 ms after any write to one of its DCDs and
-recomputes the graph's `state`, so a DGD write of `state: failed` waits until the DCD writes of its namespace
-under way have landed, and the reset that follows is answered at once (see docs/status.md). A DGD write that
-clears goes at once: a reset takes nothing from it, and a fix's new generation must read the clear before
-the operator's first status of it does. When its input ends (the watcher is
-stopping), the writes under way and those not yet sent are finished, and the reasserts of overwritten
-statuses are dropped, never waited for: the next watcher decides them again from what it observes.
+the pipeline's decision rebased onto what it says now (`StatusWanted.onto`: the owned conditions merged
+in, other conditions untouched; nothing is decided again here), and the write retried, or dropped if the
+object already says it. 429 and 5xx are retried with the queue's backoff, honouring Retry-After.
+The queue's token bucket bounds the rate of writes. When another writer overwrites a failure that still
+holds, the aggregator wants the same status again: the first such rewrite is sent at once, and further
+ones in a row wait with per-object exponential backoff, so two writers never fight in a tight loop. DCD
+writes go before DGD writes: the Dynamo operator reconciles a graph 10-30 ms after any write to one of its
+DCDs and recomputes the graph's `state`, so a DGD write of `state: failed` waits until the DCD writes of
+its namespace under way have landed, and the reset that follows is answered at once (see
+docs/status.md). A DGD write that clears goes at once: a reset takes nothing from it, and a fix's new
+generation must read the clear before the operator's first status of it does. When its input ends (the
+watcher is stopping), the queue is closed and drained: the writes under way and those not yet sent are
+finished, and the reasserts of overwritten statuses are dropped, never waited for: the next watcher
+decides them again from what it observes.
 
 With leader election (crashwatch.leader) only the leader writes: `is_leader` is asked at the moment each
 write is sent, and a write wanted while it says no is dropped. The watcher decides every status again
@@ -34,11 +37,11 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import Output, StatusWanted
-from pipeline.status import wanted_status
 from pipeline.views import status_view
+from sinks.workqueue import WorkQueue
 from stream.model.messages import About, logger
 from stream.model.objects import DynamoComponentDeployment, DynamoGraphDeployment
-from stream.sources.client import ApiError, Backoff, KubeClient, TokenBucket
+from stream.sources.client import ApiError, KubeClient
 from stream.sources.resources import Resource, dynamo_resources
 
 Log = Callable[[str], None]
@@ -64,21 +67,21 @@ class PatchSettings:
 
 @dataclass
 class _WriteState:
-    """One object's writes: the newest status wanted, whether a write is under way, what landed last."""
+    """One object's writes beside the queue (which holds its newest wanted status): what landed last."""
 
-    wanted: StatusWanted | None = None
-    busy: bool = False
     written: tuple[object, ...] | None = None  # what our last successful write said
     written_at: float = 0.0
     repeats: int = 0  # writes in a row of the same status: another writer keeps overwriting it
     episode: int = 0  # a DGD's: counts our DCD writes in its namespace, each of which restarts its backoff
-    woken: anyio.Event = field(default_factory=anyio.Event)
     # our last write: the resourceVersion it was made on, and the one it made. A want decided on the
     # former (the aggregator counted our write before its echo came back) is sent with the latter,
     # which spares a 409 and a reread when statuses change in quick succession.
     wrote_on: str = ""
     wrote_to: str = ""
     provoked_by: float = -1.0  # the DCD write (its time) whose graph reset this graph last answered at once
+
+
+Key = tuple[str, str, str]  # kind, namespace, name
 
 
 # upper bounds (seconds) of the buckets of write delays: from the event that decided a status to the
@@ -118,28 +121,32 @@ class StatusPatcher:
         self.log = logger(log)
         self.clock = clock or _now
         self.stats = PatchStats()
-        self._objects: dict[tuple[str, str, str], _WriteState] = {}
-        self._bucket = TokenBucket(self.settings.qps, self.settings.burst, anyio.current_time())
+        # the newest wanted status per object, one write of an object at a time, at --qps and --burst
+        self.queue: WorkQueue[Key, StatusWanted] = WorkQueue(
+            self.settings.qps, self.settings.burst, retry_max=self.settings.retry_max
+        )
+        self._objects: dict[Key, _WriteState] = {}
         self._requests = anyio.CapacityLimiter(self.settings.concurrency)
-        self._closing = False
         # DCD writes being sent, per namespace, and an event set whenever one ends: a DGD write waits
         # for them (the operator resets a graph's state after any write to one of its DCDs)
         self._dcd_sending: dict[str, int] = {}
         self._dcd_landed = anyio.Event()
         self._dcd_written_at: dict[str, float] = {}  # when our last DCD write per namespace landed
         # the DGDs' entries by namespace, for a DCD write to reach its graphs without a scan of every object
-        self._graphs: dict[str, dict[tuple[str, str, str], _WriteState]] = {}
+        self._graphs: dict[str, dict[Key, _WriteState]] = {}
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
-        async with anyio.create_task_group() as tg, receive:
-            async for batch in receive:
-                wants = [item for item in batch if isinstance(item, StatusWanted)]
-                # DCDs first: their writes start (and are counted) before a DGD write of the batch looks
-                for item in sorted(wants, key=lambda w: w.kind == DGD_KIND):
-                    self._want(item, tg)
-            self._closing = True
-            for entry in self._objects.values():
-                entry.woken.set()  # a reassert waiting out its backoff is dropped (see _drive)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self.queue.serve, self._drive)
+            try:
+                async with receive:
+                    async for batch in receive:
+                        wants = [item for item in batch if isinstance(item, StatusWanted)]
+                        # DCDs first: their writes start (and are counted) before a DGD write of the batch looks
+                        for item in sorted(wants, key=lambda w: w.kind == DGD_KIND):
+                            self._want(item)
+            finally:
+                self.queue.close()  # drained: a reassert waiting out its backoff is dropped (see _reassert)
 
     async def _after_dcd_writes(self, namespace: str) -> None:
         """Wait until no DCD write of `namespace` is being sent."""
@@ -183,92 +190,94 @@ class StatusPatcher:
 
     def unfinished(self) -> int:
         """Objects with a write under way or waiting to be sent."""
-        return sum(entry.busy for entry in self._objects.values())
+        return self.queue.unfinished()
 
-    def _want(self, wanted: StatusWanted, tg: anyio.abc.TaskGroup) -> None:
+    def _want(self, wanted: StatusWanted) -> None:
         key = (wanted.kind, wanted.namespace, wanted.name)
-        entry = self._objects.get(key)
-        if entry is None:
+        if key not in self._objects:
             entry = self._objects[key] = _WriteState()
             if wanted.kind == DGD_KIND:
                 self._graphs.setdefault(wanted.namespace, {})[key] = entry
-        entry.wanted = wanted  # newer replaces older: only the newest is ever written
-        entry.woken.set()
-        if not entry.busy:
-            entry.busy = True
-            tg.start_soon(self._drive, key, entry)
+        self.queue.put(key, wanted)  # newer replaces older: only the newest is ever written
 
-    async def _drive(self, key: tuple[str, str, str], entry: _WriteState) -> None:
-        """Write an object's newest wanted status, and go on while newer ones arrive."""
+    async def _drive(self, key: Key, wanted: StatusWanted) -> None:
+        """Write an object's newest wanted status (the queue hands out one of an object at a time)."""
+        entry = self._objects[key]
         try:
-            while entry.wanted is not None:
-                wanted = entry.wanted
-                if wanted.owned() == entry.written:
-                    # the same again: someone overwrote it. Wait, longer each time in a row.
-                    if self._closing:
-                        break
-                    # The first rewrite goes at once: the operator overwrote it on a trigger of its own (a
-                    # Deployment's ready count changed, one of the graph's DCDs was written), which a
-                    # status write does not set off again. So does the answer to a graph's reset that our
-                    # own DCD write provoked (it reconciles the graph after any write to one of its DCDs):
-                    # that is not a fight, and is not counted. Other rewrites in a row back off.
-                    provoked = False
-                    if entry.repeats == 0:
-                        delay = 0.0
-                    elif wanted.kind == DGD_KIND and self._provoked(wanted.namespace, entry):
-                        provoked, delay = True, 0.0
-                    else:
-                        delay = min(
-                            self.settings.reassert_max, self.settings.reassert_initial * 2 ** (entry.repeats - 1)
-                        )
-                    remaining = entry.written_at + delay - anyio.current_time()
-                    if remaining > 0:
-                        entry.woken = anyio.Event()
-                        with anyio.move_on_after(remaining):
-                            await entry.woken.wait()
-                        if self._closing:
-                            break
-                        if entry.wanted is not wanted:
-                            continue  # a newer want came meanwhile: decide about that one
-                    repeats = entry.repeats if provoked else entry.repeats + 1
-                else:
-                    repeats = 0
-                entry.wanted = None
-                episode = entry.episode
-                if wanted.kind == DGD_KIND:
-                    if wanted.state == FAILED:  # the state the operator's reset would undo; nothing else waits
-                        await self._after_dcd_writes(wanted.namespace)
-                        if entry.wanted is not None:
-                            continue  # a newer want came meanwhile: write that one instead
-                    sent = await self._write(wanted, entry)
-                else:
-                    self._dcd_sending[wanted.namespace] = self._dcd_sending.get(wanted.namespace, 0) + 1
-                    try:
-                        sent = await self._write(wanted, entry)
-                    finally:
-                        self._dcd_ended(wanted.namespace)
-                    if sent:
-                        self._dcd_written(wanted.namespace)
-                if sent:
-                    entry.written = wanted.owned()
-                    entry.written_at = anyio.current_time()
-                    # a DCD write of ours that landed meanwhile restarted the count
-                    entry.repeats = repeats if entry.episode == episode else 0
+            if wanted.owned() == entry.written:
+                repeats = await self._reassert(key, entry, wanted)
+                if repeats is None:
+                    return
+            else:
+                repeats = 0
+            episode = entry.episode
+            if wanted.kind == DGD_KIND:
+                sent = await self._write_graph(key, entry, wanted)
+            else:
+                sent = await self._write_component(key, entry, wanted)
+            if sent:
+                entry.written = wanted.owned()
+                entry.written_at = anyio.current_time()
+                # a DCD write of ours that landed meanwhile restarted the count
+                entry.repeats = repeats if entry.episode == episode else 0
         finally:
-            entry.busy = False
-            if entry.wanted is None and entry.written is None:
-                self._objects.pop(key, None)
-                graphs = self._graphs.get(key[1])
-                if graphs is not None and graphs.pop(key, None) is not None and not graphs:
-                    del self._graphs[key[1]]
+            if self.queue.pending(key) is None and entry.written is None:
+                self._forget(key)
 
-    async def _write(self, wanted: StatusWanted, entry: _WriteState) -> bool:
+    async def _reassert(self, key: Key, entry: _WriteState, wanted: StatusWanted) -> int | None:
+        """The same again: someone overwrote it. Wait, longer each time in a row; the writes in a row once
+        this one lands, or None when it is dropped (the watcher is stopping) or superseded meanwhile.
+
+        The first rewrite goes at once: the operator overwrote it on a trigger of its own (a Deployment's
+        ready count changed, one of the graph's DCDs was written), which a status write does not set off
+        again. So does the answer to a graph's reset that our own DCD write provoked (it reconciles the
+        graph after any write to one of its DCDs): that is not a fight, and is not counted. Other rewrites
+        in a row back off."""
+        if self.queue.closed:
+            return None
+        provoked = False
+        if entry.repeats == 0:
+            delay = 0.0
+        elif wanted.kind == DGD_KIND and self._provoked(wanted.namespace, entry):
+            provoked, delay = True, 0.0
+        else:
+            delay = min(self.settings.reassert_max, self.settings.reassert_initial * 2 ** (entry.repeats - 1))
+        remaining = entry.written_at + delay - anyio.current_time()
+        if remaining > 0 and await self.queue.newer(key, remaining):
+            return None  # stopping, or a newer want came meanwhile: that one is decided about instead
+        return entry.repeats if provoked else entry.repeats + 1
+
+    async def _write_graph(self, key: Key, entry: _WriteState, wanted: StatusWanted) -> bool:
+        if wanted.state == FAILED:  # the state the operator's reset would undo; nothing else waits
+            await self._after_dcd_writes(wanted.namespace)
+            if self.queue.pending(key) is not None:
+                return False  # a newer want came meanwhile: that one is written instead
+        return await self._write(key, entry, wanted)
+
+    async def _write_component(self, key: Key, entry: _WriteState, wanted: StatusWanted) -> bool:
+        self._dcd_sending[wanted.namespace] = self._dcd_sending.get(wanted.namespace, 0) + 1
+        try:
+            sent = await self._write(key, entry, wanted)
+        finally:
+            self._dcd_ended(wanted.namespace)
+        if sent:
+            self._dcd_written(wanted.namespace)
+        return sent
+
+    def _forget(self, key: Key) -> None:
+        """Nothing to write and nothing written: the object's entry goes."""
+        self._objects.pop(key, None)
+        graphs = self._graphs.get(key[1])
+        if graphs is not None and graphs.pop(key, None) is not None and not graphs:
+            del self._graphs[key[1]]
+
+    async def _write(self, key: Key, entry: _WriteState, wanted: StatusWanted) -> bool:
         """Patch until it lands, is no longer needed, or is superseded. True when the object says it."""
         resource = _resource(wanted)
         path = resource.path(wanted.namespace, wanted.name, "status")
         where = f"{wanted.kind} {wanted.namespace}/{wanted.name}"
         about = About(wanted.kind, wanted.namespace, wanted.name)
-        backoff = Backoff(0.5, self.settings.retry_max)
+        backoff = self.queue.backoff()
         current: StatusWanted | None = wanted
         while True:
             if current is None:
@@ -277,9 +286,7 @@ class StatusPatcher:
             if entry.wrote_to and current.resource_version == entry.wrote_on:
                 current = msgspec.structs.replace(current, resource_version=entry.wrote_to)
             body = _encode(_patch(current))
-            paced = self._bucket.take(anyio.current_time())  # --qps and --burst
-            if paced > 0:
-                await anyio.sleep(paced)
+            await self.queue.pace()  # --qps and --burst
             try:
                 async with self._requests:
                     if not self.is_leader():  # asked as late as can be: a lost lease stops writes at once
@@ -310,7 +317,7 @@ class StatusPatcher:
                 delay = backoff.next(exc.retry_after)
                 self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s", "warning", about)
                 await anyio.sleep(delay)
-                if entry.wanted is not None:
+                if self.queue.pending(key) is not None:
                     return False  # superseded while waiting: the newer one is written instead
                 continue
             self.stats.writes += 1
@@ -327,8 +334,8 @@ class StatusPatcher:
 
     async def _reread(self, resource: Resource, wanted: StatusWanted, where: str) -> tuple[bool, StatusWanted | None]:
         """Whether the object is still there (not gone, not replaced by another of the same name), and
-        the write it now needs: the wanted status merged into what it says now, or None if it says it."""
-        backoff = Backoff(0.5, self.settings.retry_max)
+        the write it now needs: the wanted status rebased onto what it says now, or None if it says it."""
+        backoff = self.queue.backoff()
         while True:
             try:
                 response = await self.client.request(
@@ -353,7 +360,7 @@ class StatusPatcher:
         view = status_view(obj)
         if view.uid != wanted.uid:
             return False, None
-        return True, wanted_status(view, wanted.decided, wanted.state, self.clock())
+        return True, wanted.onto(view, self.clock())
 
 
 class _Meta(msgspec.Struct, rename="camel"):
