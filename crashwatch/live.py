@@ -1,12 +1,13 @@
 """`crashwatch run`, `tail`, `record`, `wait` and `get`: live list+watch sources through the replay's
 stages, each command with its own sinks.
 
-They differ only in their sinks: `tail` prints verdict changes (and needs get/list/watch rights
-alone), `run` also writes DCD and DGD status, `record` also writes every event it receives to a log
-that `replay` reads, `wait` weighs the named graphs into an exit code, `get` prints one snapshot of
-them once everything is listed. Statuses and readiness are decided only after every resource has been
-listed once (`Synced`): a watcher that starts must see every Pod before it may conclude that a failure
-has cleared, and a waiter before it may say a graph does not exist.
+One wiring serves them all, reading what each command is from its `CommandSpec` (crashwatch.commands):
+`tail` prints verdict changes (and needs get/list/watch rights alone), `run` also writes DCD and DGD
+status (and Events, and may elect a leader), `record` also writes every event it receives to a log that
+`replay` reads, `wait` weighs the named graphs into an exit code, `get` prints one snapshot of them once
+everything is listed; `run`, `wait` and `get` need the Dynamo CRDs. Statuses and readiness are decided
+only after every resource has been listed once (`Synced`): a watcher that starts must see every Pod
+before it may conclude that a failure has cleared, and a waiter before it may say a graph does not exist.
 
 A first SIGTERM or SIGINT stops the watches and lets what they already received run through: its lines
 are printed and its status writes finished, for at most the grace period (a Deployment's rollout sends
