@@ -132,6 +132,9 @@ class Aggregator:
         self._superseded: dict[ObjectKey, str] = {}
         self._replacing: dict[ComponentKey, float] = {}
         self._replacing_deadlines: list[tuple[float, ComponentKey]] = []
+        # components whose backend forgot a verdict of the old spec (a LeaderWorkerSet group loop), until
+        # their verdict is next decided
+        self._backend_replaced: set[ComponentKey] = set()
         # the status last decided for each DCD/DGD and the view it was decided on: a plan, not a record
         # of writes (what was written and is being written is the status patcher's alone); it lets a
         # plan read an object as it will be once that status lands, until a newer view of it comes in
@@ -414,6 +417,9 @@ class Aggregator:
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         state = self._components[component]
         best, replaced_only = self._best_pod_finding(state)
+        if self._backend_replaced and component in self._backend_replaced:
+            self._backend_replaced.discard(component)
+            replaced_only = True
         tracked = [b for b in self._trackers if b.tracks(component)] if self._trackers else ()
         if best is None and tracked:
             best = self._backend_finding(component, tracked)
@@ -558,6 +564,9 @@ class Aggregator:
                 continue
             for pod_key in state.pods:
                 self._superseded[pod_key] = self.pods[pod_key].uid
+            for backend in self._trackers:
+                if backend.replaced(component):
+                    self._backend_replaced.add(component)
             self._replacing[component] = deadline
             heapq.heappush(self._replacing_deadlines, (deadline, component))
             touched.append(component)

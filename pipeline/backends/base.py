@@ -60,6 +60,11 @@ class Backend:
         """The component's verdict by the backend's own rule, asked when none of its Pods has one."""
         return None
 
+    def replaced(self, component: ComponentKey) -> bool:
+        """A spec change replaced the component (pipeline.rollouts): what its old workload showed is of
+        the old spec. Whether the backend forgot a verdict of it."""
+        return False
+
     def tracks(self, component: ComponentKey) -> bool:
         """Whether the backend still holds state of the component (it is kept while one does)."""
         return False

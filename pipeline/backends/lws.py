@@ -58,6 +58,9 @@ class LwsGroups(Backend):
         self._failed_lws: set[ObjectKey] = set()
         # the components whose verdict has words (a held group loop may clear when any group turns Ready)
         self._reporting: set[ComponentKey] = set()
+        # the components a spec change replaced: the group loop their status still reports is the old
+        # spec's, not one to carry over, until the status no longer says it
+        self._replaced: set[ComponentKey] = set()
 
     # --- the Backend interface -----------------------------------------------------------------------
 
@@ -104,6 +107,19 @@ class LwsGroups(Backend):
     def tracks(self, component: ComponentKey) -> bool:
         return bool(self.groups_of.get(component))
 
+    def replaced(self, component: ComponentKey) -> bool:
+        """The groups' recreations so far were of the old spec: their streaks end, as a rollout's
+        recreation ends one, and a loop of the new spec must build up afresh."""
+        forgot = False
+        for group_key in self.groups_of.get(component):
+            history = self.groups[group_key]
+            forgot = forgot or _on_streak(history)
+            history.streak, history.last_failure, history.last_time, history.failure = 0, None, None, None
+            self.streaking.remove(component, group_key)
+        if forgot or component in self._reporting:
+            self._replaced.add(component)
+        return forgot
+
     def reported(self, component: ComponentKey, finding: Finding | None) -> None:
         if finding is not None and finding.text:
             self._reporting.add(component)
@@ -137,7 +153,10 @@ class LwsGroups(Backend):
             assert failed is not None
             return budget_finding(first[1], first[2], failed)
         text = _reported_group_loop(component, dcds, dgd)
-        if text is None or all(self.group_ready(group_key) for group_key in groups):
+        if text is None:
+            self._replaced.discard(component)
+            return None
+        if component in self._replaced or all(self.group_ready(group_key) for group_key in groups):
             return None
         return held_finding(text)
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders import container, dgd, event, labels, pod
+from builders import container, dcd, dgd, event, labels, lws, lws_pod, pod
+from lwsgroups import at as group_at
+from lwsgroups import components, feed, incarnation
 
 from pipeline.aggregate import NONE_MESSAGE, REPLACED_MESSAGE
 from pipeline.outputs import ComponentChange, GraphChange, Output
@@ -182,3 +184,36 @@ def test_a_component_that_recovers_on_its_own_says_so_in_its_usual_words() -> No
     )
     said = changes(pipeline.feed([event("MODIFIED", ready, at(9))]))
     assert said[0] == ("component", None, NONE_MESSAGE)
+
+
+# --- a LeaderWorkerSet-backed component: its group loop is of the spec it came from ---------------------
+
+
+def test_a_spec_change_ends_an_lws_group_loop_and_a_loop_of_the_new_spec_must_build_up_afresh() -> None:
+    """LWS recreates a failing group on every first restart, and a rollout's recreation follows the
+    failure too, so the old spec's streak would hold the verdict (and the DGD's `Stalled`) until the new
+    group is Ready: a fix's `helm upgrade --wait` would read Failed at its new generation."""
+    worker = component("worker", "worker")
+    pipeline = Pipeline(recovery_window=WINDOW)
+    stale = "LeaderWorkerSet g-worker-0 group 0 is recreation-looping: recreated 2 times, each after a failure (x)"
+    feed(
+        pipeline,
+        [event("ADDED", graph(FRONTEND, worker), group_at(0)), event("ADDED", lws(replicas=1), group_at(0))],
+        # its DCD still says the old loop, as crashwatch wrote it before the change
+        [event("ADDED", dcd("g-worker", available="False", reason="ContainerCrashLooping", message=stale))],
+    )
+    out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), group_at(20))])
+    assert [c.finding is not None and c.finding.lws for c in components(out)][-1] == "g-worker-0"
+    fix = graph(FRONTEND, component("worker", "worker", "fixed"), generation=2)
+    said = changes(pipeline.feed([event("MODIFIED", fix, group_at(25))]))
+    assert said == [("component", None, REPLACED_MESSAGE), ("graph", False, None)]
+    # the held words on the DCD do not bring the old loop back while the group is not Ready
+    flip = lws_pod(worker=1, incarnation=3, ready=True)
+    assert changes(pipeline.feed([event("ADDED", flip, group_at(26))])) == []
+    # the new spec fails too: one recreation after a failure is no loop yet, the second is
+    failed = lws_pod(worker=1, incarnation=3, restarts=1)
+    pipeline.feed([event("MODIFIED", failed, group_at(30))])
+    assert changes(feed(pipeline, [event("DELETED", lws_pod(incarnation=3), group_at(31))], incarnation(4, 32))) == []
+    said = changes(pipeline.feed([event("ADDED", lws_pod(incarnation=5), group_at(50))]))
+    assert said[0][0] == "component" and said[0][1] is not None
+    assert said[-1] == ("graph", True, "component_crash_looping")
