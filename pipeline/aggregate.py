@@ -72,6 +72,12 @@ class _Component:
         self.looping: set[ObjectKey] = set()
         self.reported: Finding | None = None
 
+    def loop(self, key: ObjectKey) -> None:
+        """The Pod has a finding: it counts for the component's verdict."""
+        if self.looping is _EMPTY:
+            self.looping = set()
+        self.looping.add(key)
+
 
 class _Graph:
     __slots__ = ("looping", "verdict")
@@ -113,7 +119,8 @@ class Aggregator:
         self._by_kind: dict[type, Backend] = {kind: b for b in self.backends for kind in b.kinds}
         # the backends each hook concerns (the others keep the neutral default): asked on hot paths
         self._pod_readers = tuple(b for b in self.backends if b.reads_pods)
-        self._timed = tuple(b for b in self.backends if type(b).earliest is not Backend.earliest)
+        self._timed = tuple(b for b in self.backends if type(b).due is not Backend.due)
+        self._heaps = tuple(b.deadlines for b in self._timed)
         self._trackers = tuple(b for b in self.backends if type(b).tracks is not Backend.tracks)
         self._listeners = tuple(b for b in self.backends if type(b).reported is not Backend.reported)
         self.store = store
@@ -198,12 +205,9 @@ class Aggregator:
 
     def pending(self) -> bool:
         """Whether something waits for time to pass (only then need events' times be read)."""
-        return (
-            self.holds.pending()
-            or self.graces.pending()
-            or bool(self._replacing_deadlines)
-            or any(b.earliest() != _NEVER for b in self._timed)
-        )
+        if self.holds.pending() or self.graces.pending() or self._replacing_deadlines:
+            return True
+        return any(self._heaps)  # a tuple of the backends' heaps: no generator on this path
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): the Pods whose recovery window
@@ -232,8 +236,9 @@ class Aggregator:
         """When the next deadline of any kind falls."""
         replacing = self._replacing_deadlines
         earliest = min(self.holds.earliest(), self.graces.earliest(), replacing[0][0] if replacing else _NEVER)
-        for backend in self._timed:
-            earliest = min(earliest, backend.earliest())
+        for heap in self._heaps:
+            if heap:
+                earliest = min(earliest, heap[0][0])
         return earliest
 
     def _due_pods(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
@@ -242,9 +247,7 @@ class Aggregator:
         for deadline, key, _ in self.graces.due(now):
             state, component = self._state_of_pod(key)
             if state is not None and component is not None:
-                if state.looping is _EMPTY:
-                    state.looping = set()
-                state.looping.add(key)
+                state.loop(key)
                 due.append((deadline, [component]))
         for deadline, key in self.holds.due(now):
             state, component = self._state_of_pod(key)
@@ -273,13 +276,10 @@ class Aggregator:
     # --- Pods ---------------------------------------------------------------------------------------
 
     def _apply_pod(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
-        if old is None and new is None:
-            return []
+        """A Pod came (`old` None), changed, or went (`new` None): the filter never hands on neither."""
         if self._superseded:
             self._unsupersede(key, new)
-        tracked = self.graces.tracked
-        kept = key in self.holds.held or (bool(tracked) and key in tracked)  # a hold or a grace knew the Pod
-        finding = self._pod_finding(key, new, time)
+        finding, kept = self._pod_finding(key, new, time)
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         if old_component is not None:
@@ -289,9 +289,14 @@ class Aggregator:
             if state.looping and (old_component != new_component or finding is None):
                 state.looping.discard(key)
         if new_component is not None:
-            self._add_pod(key, new_component, finding)
+            target = self._components.get(new_component)
+            if target is None:
+                target = self._components[new_component] = _Component()
+            target.pods.add(key)
+            if finding is not None:
+                target.loop(key)
         touched = [c for c in (old_component, new_component) if c is not None]
-        if self._pod_readers:
+        if (old is not None and old.group is not None) or (new is not None and new.group is not None):
             touched = self._backends_touched(key, old, new, time, touched, kept or finding is not None)
         return self._settle(list(dict.fromkeys(touched)), time)
 
@@ -304,9 +309,9 @@ class Aggregator:
         touched: list[ComponentKey],
         crashing: bool,
     ) -> list[ComponentKey]:
-        """The components a Pod change touches, once the backends that read Pods have heard it. A
-        backend's Pod that came, went or changed with no crash-looping Pod in it (a readiness flip, a
-        recreation's steps) needs its component looked at only where the backend says so."""
+        """The components a change of a group's Pod touches, once the backends that read such Pods have
+        heard it. A backend's Pod that came, went or changed with no crash-looping Pod in it (a readiness
+        flip, a recreation's steps) needs its component looked at only where the backend says so."""
         claimed: list[ComponentKey] | None = None
         for backend in self._pod_readers:
             extra = backend.observe_pod(key, old, new, time)
@@ -324,30 +329,22 @@ class Aggregator:
         if uid is not None and (new is None or new.uid != uid):
             del self._superseded[key]
 
-    def _pod_finding(self, key: ObjectKey, new: PodView | None, time: str | None) -> Finding | None:
+    def _pod_finding(self, key: ObjectKey, new: PodView | None, time: str | None) -> tuple[Finding | None, bool]:
         """The finding the Pod's verdict holds: the rule's, or its last crash's while it runs again; or a
-        steady condition's (an image pull, a config error, no node) once its grace has passed."""
-        held = self.holds.held
+        steady condition's (an image pull, a config error, no node) once its grace has passed. And whether
+        a hold or a grace knew the Pod before this change."""
+        held, tracked = self.holds.held, self.graces.tracked
         was_held = key in held
+        was_graced = bool(tracked) and key in tracked
         seen = new.finding if new is not None and new.component is not None and not new.finished else None
         if seen is not None and seen.diagnosis in GRACED:
             if was_held:  # a steady condition now: no crash to hold on to
                 del held[key]
-            return self.graces.observe(key, new.uid, seen, self._seconds(time))  # type: ignore[union-attr]
-        tracked = self.graces.tracked
-        if tracked and key in tracked:
+            return self.graces.observe(key, new.uid, seen, self._seconds(time)), was_held or was_graced  # type: ignore[union-attr]
+        if was_graced:
             self.graces.forget(key)
-        return self.holds.observe(key, new, time) if was_held or seen is not None else None
-
-    def _add_pod(self, key: ObjectKey, component: ComponentKey, finding: Finding | None) -> None:
-        target = self._components.get(component)
-        if target is None:
-            target = self._components[component] = _Component()
-        target.pods.add(key)
-        if finding is not None:
-            if target.looping is _EMPTY:
-                target.looping = set()
-            target.looping.add(key)
+        finding = self.holds.observe(key, new, time) if was_held or seen is not None else None
+        return finding, was_held or was_graced
 
     # --- verdicts -----------------------------------------------------------------------------------
 
@@ -420,10 +417,13 @@ class Aggregator:
         if self._backend_replaced and component in self._backend_replaced:
             self._backend_replaced.discard(component)
             replaced_only = True
-        tracked = [b for b in self._trackers if b.tracks(component)] if self._trackers else ()
-        if best is None and tracked:
+        tracked: list[Backend] | None = None
+        for backend in self._trackers:
+            if backend.tracks(component):
+                tracked = [backend] if tracked is None else [*tracked, backend]
+        if best is None and tracked is not None:
             best = self._backend_finding(component, tracked)
-        if not state.pods and not tracked:
+        if not state.pods and tracked is None:
             del self._components[component]
         if best == state.reported or (best is not None and best.text and best.text == _text(state.reported)):
             return None  # a group loop in the same words (a held one found again) is the same verdict

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from pipeline.crashloop import Finding
 from pipeline.views import ComponentKey, DcdView, DgdView, ObjectKey, PodView, View, ViewStore
@@ -31,12 +31,16 @@ class Backend:
 
     # the view types of the backend's own objects: the aggregator hands their changes to `apply`
     kinds: ClassVar[tuple[type[View], ...]] = ()
-    # whether `observe_pod` wants every Pod change (the aggregator calls it only for those that do)
+    # whether `observe_pod` wants the changes of the Pods that belong to a group (`PodView.group`): the
+    # aggregator calls it only for those, and only on backends that say so
     reads_pods: ClassVar[bool] = False
 
     def __init__(self, store: ViewStore, settings: Settings) -> None:
         """`store`: the pipeline's one store of views, which the backend reads and never writes."""
         self.store = store
+        # a heap of (when, what) the backend's deadlines: `due` pops those that fell; the aggregator reads
+        # only whether it is empty and its first time (it must stay this one list)
+        self.deadlines: list[tuple[float, Any]] = []
 
     def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
         """One of the backend's own objects (of `kinds`) changed: `old` None is new, `new` None is gone."""
@@ -85,10 +89,6 @@ class Backend:
         """Every component of which the backend holds state (decided afresh at a sync)."""
         return ()
 
-    def earliest(self) -> float:
-        """When the backend's next deadline falls (infinity: none)."""
-        return float("inf")
-
     def due(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
-        """The deadlines that fell by `now`, each with the components it touches."""
+        """The deadlines that fell by `now` (popped from `deadlines`), each with the components it touches."""
         return []

@@ -46,8 +46,8 @@ class LwsGroups(Backend):
         self.pods = store.pods
         self.lws = store.lws
         self.groups: dict[GroupKey, GroupHistory] = {}
-        # (when its grace ends, group) for groups left without a Pod: stale entries are skipped when due
-        self._gone_deadlines: list[tuple[float, GroupKey]] = []
+        # `deadlines`: (when its grace ends, group) for groups left without a Pod; stale entries are skipped
+        # when due
         self.groups_of: Index[ComponentKey, GroupKey] = Index()
         # the groups on a loop's streak (recreated often enough, each after a failure), by component: the
         # only ones that can be found looping, unless their LeaderWorkerSet failed
@@ -184,13 +184,9 @@ class LwsGroups(Backend):
     def components(self) -> Iterable[ComponentKey]:
         return self.groups_of.keys()
 
-    def earliest(self) -> float:
-        gone = self._gone_deadlines
-        return gone[0][0] if gone else float("inf")
-
     def due(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
         """The groups without a Pod for the group window by `now` are gone, each when its time ran out."""
-        gone, window, due = self._gone_deadlines, self.group_window, []
+        gone, window, due = self.deadlines, self.group_window, []
         while gone and gone[0][0] <= now:
             deadline, group_key = heapq.heappop(gone)
             history = self.groups.get(group_key)
@@ -293,7 +289,7 @@ class LwsGroups(Backend):
             when = seconds(deleted)
             if when is not None:
                 history.emptied = when
-                heapq.heappush(self._gone_deadlines, (when + self.group_window, group_key))
+                heapq.heappush(self.deadlines, (when + self.group_window, group_key))
         return [history.component] if history.component is not None and self._matters(group_key) else []
 
     def _drop_group(self, group_key: GroupKey, history: GroupHistory) -> list[ComponentKey]:
