@@ -484,11 +484,7 @@ class _YamlDocument:
         if kind is yaml.ScalarEvent:
             self._value(self._scalar(event), event.anchor)  # type: ignore[attr-defined]
         elif kind is yaml.AliasEvent:
-            name = event.anchor  # type: ignore[attr-defined]
-            kept = self.anchors.get(name)
-            if kept is None:
-                raise RecordProblem(f"alias *{_short(name)[1:-1]} names no anchor before it")
-            self._value(kept, None)
+            self._value(self._aliased(event.anchor), None)  # type: ignore[attr-defined]
         elif kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
             is_map = kind is yaml.MappingStartEvent
             tag = event.tag  # type: ignore[attr-defined]
@@ -508,6 +504,13 @@ class _YamlDocument:
             if done.anchor is not None:
                 self._keep(done.anchor, bytes(self.out[done.start :]))
             self._after(stack[-1] if stack else None)
+
+    def _aliased(self, name: str) -> bytes:
+        """What an alias stands for: the JSON its anchor kept (an alias is expanded, never referenced)."""
+        kept = self.anchors.get(name)
+        if kept is None:
+            raise RecordProblem(f"alias *{_short(name)[1:-1]} names no anchor before it")
+        return kept
 
     def _key(self, event: yaml.Event, frame: _Frame) -> None:
         if not isinstance(event, yaml.ScalarEvent):

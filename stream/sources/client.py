@@ -120,6 +120,73 @@ def _check_kubeconfig(file: str) -> None:
         raise ConfigError(f"kubeconfig {file}: not a kubeconfig (a YAML mapping with clusters, users, contexts)")
 
 
+def _in_cluster(path: str | None, context: str | None) -> bool:
+    """Whether to use the in-cluster service account: no kubeconfig or context was asked for, and this
+    runs in a Pod that has one."""
+    return (
+        path is None
+        and context is None
+        and "KUBERNETES_SERVICE_HOST" in os.environ
+        and (SERVICE_ACCOUNT / "token").exists()
+    )
+
+
+def _load_in_cluster(configuration: Any) -> tuple[str, str]:
+    """The service account's configuration; the namespace it runs in (its file, else default), and the source."""
+    from kubernetes_asyncio import config
+
+    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    namespace = "default"
+    namespace_file = SERVICE_ACCOUNT / "namespace"
+    if namespace_file.exists():
+        namespace = namespace_file.read_text().strip() or namespace
+    return namespace, "in-cluster service account"
+
+
+async def _load_kubeconfig(path: str, context: str | None, configuration: Any) -> tuple[str, str]:
+    """The kubeconfig's configuration (`path` may list several files, as $KUBECONFIG does); the current
+    context's namespace (else default), and the source. What is wrong with it is said in one line."""
+    from kubernetes_asyncio import config
+
+    # start-up, before any other task runs: a stat of the kubeconfig blocks nobody
+    files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]  # noqa: ASYNC240
+    if not files:
+        raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
+    for file in files:
+        _check_kubeconfig(file)
+    if context is not None:
+        _check_context(path, context)
+    loader = await config.load_kube_config(
+        config_file=path, context=context, client_configuration=configuration, persist_config=False
+    )
+    current = loader.current_context or {}
+    namespace = (current.get("context") or {}).get("namespace") or "default"
+    return namespace, f"kubeconfig {path}" + (f", context {context}" if context else "")
+
+
+def _check_context(path: str, context: str) -> None:
+    """A context asked for that the kubeconfig lacks is named, with those it has."""
+    from kubernetes_asyncio import config
+
+    contexts, _ = config.list_kube_config_contexts(path)
+    names = [c.get("name") for c in contexts or []]
+    if context not in names:
+        raise ConfigError(f"kubeconfig {path}: no context named {context!r} (it has {', '.join(names)})")
+
+
+def _api_client(configuration: Any, source: str) -> Any:
+    """The client library's ApiClient, which builds the TLS context: a CA or client certificate that cannot
+    be read or used is said in one line."""
+    from kubernetes_asyncio import client
+
+    try:
+        return client.ApiClient(configuration)
+    except (ssl.SSLError, OSError) as exc:
+        certificates = ", ".join(f for f in (configuration.ssl_ca_cert, configuration.cert_file) if f)
+        why = getattr(exc, "reason", None) or exc.strerror or exc
+        raise ConfigError(f"{source}: its certificates ({certificates}) cannot be used: {why}") from None
+
+
 class KubeClient:
     """One API server, its credentials, and an aiohttp session with its TLS settings."""
 
@@ -133,58 +200,24 @@ class KubeClient:
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
         """kubectl's order: --kubeconfig, $KUBECONFIG, the in-cluster service account, ~/.kube/config."""
-        from kubernetes_asyncio import client, config
+        from kubernetes_asyncio import client
         from kubernetes_asyncio.config.config_exception import ConfigException
 
         configuration = client.Configuration()
         path = kubeconfig or os.environ.get("KUBECONFIG")
-        in_cluster = (
-            path is None
-            and context is None
-            and "KUBERNETES_SERVICE_HOST" in os.environ
-            and (SERVICE_ACCOUNT / "token").exists()
-        )
-        namespace = "default"
+        in_cluster = _in_cluster(path, context)
         try:
             if in_cluster:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-                source = "in-cluster service account"
-                namespace_file = SERVICE_ACCOUNT / "namespace"
-                if namespace_file.exists():
-                    namespace = namespace_file.read_text().strip() or namespace
+                namespace, source = _load_in_cluster(configuration)
             else:
                 path = path or DEFAULT_KUBECONFIG
-                # start-up, before any other task runs: a stat of the kubeconfig blocks nobody
-                files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]  # noqa: ASYNC240
-                if not files:
-                    raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
-                for file in files:
-                    _check_kubeconfig(file)
-                if context is not None:
-                    contexts, _ = config.list_kube_config_contexts(path)
-                    names = [c.get("name") for c in contexts or []]
-                    if context not in names:
-                        raise ConfigError(
-                            f"kubeconfig {path}: no context named {context!r} (it has {', '.join(names)})"
-                        )
-                loader = await config.load_kube_config(
-                    config_file=path, context=context, client_configuration=configuration, persist_config=False
-                )
-                current = loader.current_context or {}
-                namespace = (current.get("context") or {}).get("namespace") or namespace
-                source = f"kubeconfig {path}" + (f", context {context}" if context else "")
+                namespace, source = await _load_kubeconfig(path, context, configuration)
         except ConfigError:
             raise
         except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
             where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
             raise ConfigError(f"{where}: {str(exc) or type(exc).__name__}") from None
-        try:
-            api = client.ApiClient(configuration)  # builds the TLS context: reads the CA and client certificate
-        except (ssl.SSLError, OSError) as exc:
-            certificates = ", ".join(f for f in (configuration.ssl_ca_cert, configuration.cert_file) if f)
-            why = getattr(exc, "reason", None) or exc.strerror or exc
-            raise ConfigError(f"{source}: its certificates ({certificates}) cannot be used: {why}") from None
-        return cls(api, namespace, source)
+        return cls(_api_client(configuration, source), namespace, source)
 
     async def close(self) -> None:
         await self._api.close()

@@ -26,7 +26,7 @@ import re
 import stat
 import sys
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
 
@@ -746,44 +746,52 @@ class _Elements:
         self.count = 0
 
     def feed(self, line: Any, lineno: int) -> tuple[list[Element], bool, bool]:
-        """The elements this line completes, whether the array has ended, and whether the line was taken."""
+        """The elements this line completes, whether the array has ended, and whether the line was taken.
+        A line inside an element (nearly every line) is taken here; one between elements in `_between`."""
         out: list[Element] = []
-        oversized = type(line) is Oversized
-        data = b"" if oversized else bytes(line)
-        indent = self.indent
-        if self.held is not None:
+        held = self.held
+        if held is not None:
+            oversized = type(line) is Oversized
+            data = bytes(line)  # (an Oversized line is empty)
+            indent = self.indent
             assert indent is not None
-            if not oversized and data.startswith(indent) and data[len(indent) :].rstrip() in (b"}", b"},"):
-                text = Oversized(self.size) if self.skipping else b"\n".join([*self.held, b"}"])
+            if data.startswith(indent) and data[len(indent) :].rstrip() in (b"}", b"},"):
+                text = Oversized(self.size) if self.skipping else b"\n".join([*held, b"}"])
                 out.append((self.start, self.count - 1, text))
                 self.held = None
                 return out, False, True
             deeper = data.startswith(indent) and data[len(indent) : len(indent) + 1] in (b" ", b"\t")
             if oversized or deeper or not data.strip():
                 self.size += (line.size if oversized else len(data)) + 1
-                if not self.skipping:
-                    if self.size > self.limit:
-                        self.held, self.skipping = [], True
-                    else:
-                        self.held.append(data)
+                if self.size <= self.limit:  # (never again once past it: the size only grows)
+                    held.append(data)
+                else:
+                    self.held, self.skipping = [], True
                 return out, False, True
             if not self.skipping:
                 out.append((self.start, self.count - 1, f"line {lineno} does not continue it"))
             self.held = None
-        if oversized:
+        return self._between(line, lineno, out)
+
+    def _between(self, line: Any, lineno: int, out: list[Element]) -> tuple[list[Element], bool, bool]:
+        """A line outside an element: one that starts the next (its first line, or a whole value on its
+        line), a blank one, or the end of the array. The first element sets the indent of them all."""
+        if type(line) is Oversized:
             self.count += 1
             out.append((lineno, self.count - 1, line))
             return out, False, True
+        data = bytes(line)
         stripped = data.strip()
         if not stripped:
             return out, False, True
         here = _indent(data)
+        indent = self.indent
         if stripped in _CLOSERS and (indent is None or len(here) <= len(indent)):
             return out, True, True
-        if indent is not None and len(here) < len(indent):
-            return out, True, False
         if indent is None:
-            self.indent = indent = here
+            self.indent = here
+        elif len(here) < len(indent):
+            return out, True, False
         self.count += 1
         if stripped == b"{":
             self.held, self.size, self.start, self.skipping = [stripped], len(data) + 1, lineno, False
@@ -1200,7 +1208,72 @@ def _yaml_list(held: list[bytes], start: int, limit: int) -> tuple[_YamlItems, l
     return items, out
 
 
-def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Oversized | Stray | Binary | YamlItem]]:
+Piece = tuple[int, bytes | Oversized | Stray | Binary | YamlItem]  # a piece of a YAML log and its first line
+
+
+class _StrayLines:
+    """The lines before a YAML log's first line that says YAML (`---`, `- `, a key of a Kubernetes object or
+    watch event): from the first that is no comment, blank or directive on, they are stray (a warning kubectl
+    wrote into the log), kept only as far as needed to quote them."""
+
+    __slots__ = ("said", "start", "text")
+
+    def __init__(self) -> None:
+        self.said = False  # a line that says YAML was met: no line is stray from there on
+        self.start = 0  # the first stray line
+        self.text = b""
+
+    def take(self, data: bytes, lineno: int) -> bool:
+        """Whether this line, before any that says YAML, is stray (then it is no part of a document)."""
+        if self.start or data.lstrip()[:1] not in (b"", b"#", b"%"):
+            self.start = self.start or lineno
+            if len(self.text) < SNIFF:
+                self.text += data[:SNIFF] + b"\n"
+            return True
+        return False
+
+    def unsaid(self) -> Iterator[Piece]:
+        """The log ended with no line that says YAML: what came is one stray piece (if anything did)."""
+        if self.start and not self.said:
+            yield self.start, Stray(self.text)
+
+
+def _piece(held: list[bytes], size: int, skipping: bool) -> bytes | Oversized:
+    """A document complete: its text, or how long it was when it was too long to hold."""
+    return Oversized(size) if skipping else b"\n".join(held)
+
+
+def _starts_document(line: Any) -> bool:
+    """A `---` line (no YAML content may begin a line with it)."""
+    return type(line) is not Oversized and line[:3] == b"---" and _DOCUMENT_START.match(bytes(line)) is not None
+
+
+def _left_open(
+    items: _YamlItems | None, start: int, held: list[bytes], size: int, skipping: bool, content: bool
+) -> Iterator[Piece]:
+    """Where the log stops: the List item under way, or the document (when it has content)."""
+    if items is not None:
+        yield from items.finish()
+    elif content:
+        yield start, _piece(held, size, skipping)
+
+
+def _past_the_limit(
+    held: list[bytes], start: int, limit: int, line: Any, lineno: int
+) -> Generator[Piece, None, tuple[_YamlItems | None, bool]]:
+    """A document grown past the limit with this line: a List is read item by item from here on (its items
+    among the lines held so far come now); anything else is skipped to its end, never held. What reads
+    the List's items, if any, and whether the document is skipped."""
+    listed = _yaml_list(held, start, limit)
+    if listed is None:
+        return None, True
+    items, found = listed
+    yield from found
+    yield from items.feed(line, lineno)
+    return items, False
+
+
+def _documents(source: LogSource, live: bool) -> Iterator[Piece]:
     """A YAML log cut at its `---` lines (which no YAML content may begin a line with): the text of each
     piece and the line it starts on. A piece longer than the limit is `Oversized` (and never held).
     Directives and comments before a `---` stay with the document it starts. Lines before the first
@@ -1214,42 +1287,34 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
     content = False  # the piece has a line that is neither blank, a comment, nor a directive
     skipping = False
     said = False  # a line that says YAML was met
-    stray = b""  # the first stray lines (enough to quote them)
-    stray_start = 0
+    stray = _StrayLines()
     lineno = 0
     items: _YamlItems | None = None  # a List too large to hold whole: read item by item
     for lines, _ in _lines(source, live):
         for line in lines:
             lineno += 1
             if type(line) is Binary:  # the last line: what is held is all there is
-                if items is not None:
-                    yield from items.finish()
-                elif content:
-                    yield start, Oversized(size) if skipping else b"\n".join(held)
+                yield from _left_open(items, start, held, size, skipping, content)
                 yield lineno, line
                 return
             if items is not None:
-                if type(line) is not Oversized and line[:3] == b"---" and _DOCUMENT_START.match(bytes(line)):
-                    yield from items.finish()
-                    items, held, size, start, content, skipping = None, [], 0, lineno, False, False
-                else:
+                if not _starts_document(line):
                     yield from items.feed(line, lineno)
                     continue
+                yield from items.finish()
+                items, held, size, start, content, skipping = None, [], 0, lineno, False, False
             oversized = type(line) is Oversized
-            data = b"" if oversized else bytes(line)
+            data = bytes(line)  # (an Oversized line is empty)
             if not said:
                 if oversized or _line_format(data) is not None:  # JSON is YAML too (after comments)
-                    said = True
-                    if stray_start:
-                        yield stray_start, Stray(stray)
+                    said = stray.said = True
+                    if stray.start:
+                        yield stray.start, Stray(stray.text)
                         held, size, start = [], 0, lineno  # (only comments were held)
-                elif stray_start or data.lstrip()[:1] not in (b"", b"#", b"%"):
-                    stray_start = stray_start or lineno
-                    if len(stray) < SNIFF:
-                        stray += data[:SNIFF] + b"\n"
+                elif stray.take(data, lineno):
                     continue
             if content and data[:3] == b"---" and _DOCUMENT_START.match(data):
-                yield start, Oversized(size) if skipping else b"\n".join(held)
+                yield start, _piece(held, size, skipping)
                 held, size, start, content, skipping = [], 0, lineno, False, False
             if oversized:
                 size += line.size
@@ -1261,24 +1326,12 @@ def _documents(source: LogSource, live: bool) -> Iterator[tuple[int, bytes | Ove
             if skipping:
                 continue
             if oversized or size > limit:
-                listed = _yaml_list(held, start, limit)
-                if listed is not None:
-                    items, found = listed
-                    yield from found
-                    yield from items.feed(line, lineno)
-                    held = []
-                    continue
-                held, skipping = [], True
+                items, skipping = yield from _past_the_limit(held, start, limit, line, lineno)
+                held = []
                 continue
             held.append(data)
-    if stray_start and not said:
-        yield stray_start, Stray(stray)
-    if items is not None:
-        yield from items.finish()
-    elif skipping:
-        yield start, Oversized(size)
-    elif content:
-        yield start, b"\n".join(held)
+    yield from stray.unsaid()
+    yield from _left_open(items, start, held, size, skipping, content or skipping)
 
 
 def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:

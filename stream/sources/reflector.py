@@ -29,6 +29,7 @@ import datetime
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import anyio
 import msgspec
@@ -37,7 +38,7 @@ from stream.model.decode import RecordProblem, decode_json, read_event
 from stream.model.events import EventType, WatchEvent
 from stream.model.messages import logger
 from stream.model.objects import KubeObject, Pod, Status, own_labels
-from stream.sources.client import ApiError, Backoff, KubeClient
+from stream.sources.client import ApiError, Backoff, KubeClient, Response
 from stream.sources.resources import Resource
 
 Emit = Callable[[list[WatchEvent]], Awaitable[None]]
@@ -101,6 +102,27 @@ def now_rfc3339() -> str:
 
 _encode = msgspec.json.Encoder().encode
 _Held = tuple[WatchEvent, bytes | None]  # a relist's new or changed object and its record, after the deletions
+_Known = dict[tuple[str, str], tuple[str, str]]  # (namespace, name) -> (uid, resourceVersion)
+_Items = list[tuple[KubeObject, bytes | None]]  # a List page's objects, with their text for the recorder
+
+
+def _after_deletions(held: list[_Held] | None, events: list[WatchEvent], records: list[bytes]) -> None:
+    """A relist's held events go after the deletions of what went away: the deletions of objects replaced
+    under their name first, then what is new or changed, as the watch would have told them."""
+    for first in (True, False):
+        for event, record in held or ():
+            if (event.type == "DELETED") == first:
+                events.append(event)
+                if record is not None:
+                    records.append(record)
+
+
+def _server_error(obj: object) -> NoReturn:
+    """An ERROR event (or a Status in its place): 410 Gone means list again, anything else is retried."""
+    status = obj if isinstance(obj, Status) else Status()
+    if status.code == 410:
+        raise Gone()
+    raise _Retry(f"the server sent an error: {status.code} {status.reason}: {status.message}")
 
 
 class Reflector:
@@ -244,7 +266,7 @@ class Reflector:
             except _Retry as exc:
                 await self._back_off(backoff, exc, f"list {self.where}", "retrying")
 
-    def _check(self, exc: ApiError) -> None:
+    def _check(self, exc: ApiError) -> NoReturn:
         """Map an API error to what the reflector does about it."""
         if exc.status == 410:
             raise Gone() from None
@@ -271,72 +293,17 @@ class Reflector:
         changed, as the watch would have: its new and changed objects (few: what changed while the watch
         was gone; the unchanged ones are dropped page by page) wait for the last page. A first list that
         starts over (an expired continue token, a failed page) compares with what it already handed on."""
-        decoder = self.resource.page_decoder(raw=self.tap is not None)
-        object_decoder = self.resource.object_decoder() if self.tap is not None else None
-        path = self.resource.path(self.namespace)
         previous = self.known
         if self._handed is None or previous:
             self._handed = {}  # a relist hands nothing on before its end: it may simply start over
         handed = self._handed
         held: list[_Held] | None = [] if previous else None
-        current: dict[tuple[str, str], tuple[str, str]] = {}
         time = self.clock()
-        version = ""
-        query = {**self._query(), "limit": str(self.settings.page_size)}
-        while True:
-            try:
-                response = await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
-            except ApiError as exc:
-                try:
-                    self._check(exc)
-                except Gone:  # the continue token expired: from the start
-                    query.pop("continue", None)
-                    version = ""
-                    current = {}
-                    if held is not None:
-                        held.clear()
-                    continue
-            items: list[tuple[KubeObject, bytes | None]]
-            try:
-                page = decoder.decode(response.body)
-                if object_decoder is not None:
-                    items = [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
-                else:
-                    items = [(obj, None) for obj in page.items]
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise _Retry(f"unreadable List page: {exc}") from None
-            del response
-            for obj, _ in items:  # the page's buffer goes once its events are handed on (see PodMeta)
-                if type(obj) is Pod:
-                    own_labels(obj)
-            if self.keep is not None:  # another shard's objects are dropped page by page, never held
-                items = self._kept(items)
-            version = version or page.metadata.resource_version
-            await self._hand_on_page(items, previous, handed, current, time, held)
-            if not page.metadata.continue_:
-                break
-            query["continue"] = page.metadata.continue_
+        current, version = await self._list_pages(previous, handed, time, held)
         if self.keep is not None:
-            # the namespaces kept may have changed while the pages came: what is no longer kept is not
-            # current, so what of it was handed on goes below as DELETED, and a relist's held events of it go
-            keep = self.keep
-            current = {key: value for key, value in current.items() if keep(key[0])}
-            if held is not None:
-                held = [item for item in held if keep(item[0].object.metadata.namespace)]  # type: ignore[union-attr]
-        events: list[WatchEvent] = []
-        records: list[bytes] = []
-        for key, (uid, _) in {**previous, **handed}.items():
-            if key not in current:
-                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
-                if self.tap is not None:
-                    records.append(_encode(events[-1]))
-        # a relist's replaced objects' deletions first too, then what is new or changed
-        for first in (True, False):
-            for event, record in held or ():
-                if (event.type == "DELETED") == first:
-                    events.append(event)
-                    if record is not None:
-                        records.append(record)
+            current, held = self._still_kept(current, held)
+        events, records = self._deleted_since(previous, handed, current, time)
+        _after_deletions(held, events, records)
         self.known = current
         self._handed = None
         self.resource_version = version
@@ -347,6 +314,87 @@ class Reflector:
             self.tap(record)  # type: ignore[misc]
         if events:
             await self._hand_on(events)
+
+    async def _list_pages(
+        self, previous: _Known, handed: _Known, time: str, held: list[_Held] | None
+    ) -> tuple[_Known, str]:
+        """Every page of the List, each handed on (or held) as it comes; what is listed, and the List's
+        resourceVersion. An expired continue token starts the List over: what it had found is dropped."""
+        decoder = self.resource.page_decoder(raw=self.tap is not None)
+        object_decoder = self.resource.object_decoder() if self.tap is not None else None
+        path = self.resource.path(self.namespace)
+        current: _Known = {}
+        version = ""
+        query = {**self._query(), "limit": str(self.settings.page_size)}
+        while True:
+            response = await self._list_page(path, query)
+            if response is None:  # the continue token expired: from the start
+                query.pop("continue", None)
+                version = ""
+                current = {}
+                if held is not None:
+                    held.clear()
+                continue
+            page, items = self._page_items(response.body, decoder, object_decoder)
+            del response  # the page's buffer goes once its events are handed on (see PodMeta)
+            version = version or page.metadata.resource_version
+            await self._hand_on_page(items, previous, handed, current, time, held)
+            if not page.metadata.continue_:
+                return current, version
+            query["continue"] = page.metadata.continue_
+
+    async def _list_page(self, path: str, query: dict[str, str]) -> Response | None:
+        """One LIST request; None when its continue token has expired (410 Gone), so the List starts over.
+        Any other error is what `_check` makes of it."""
+        try:
+            return await self.client.request("GET", path, query, timeout=self.settings.request_timeout)
+        except ApiError as exc:
+            try:
+                self._check(exc)
+            except Gone:
+                return None
+
+    def _page_items(self, body: bytes, decoder: Any, object_decoder: Any) -> tuple[Any, _Items]:
+        """A List page decoded, and its objects (with their text, for the recorder) that this watcher keeps.
+        Pods get copies of what they hold past the page's buffer; an unreadable page is retried."""
+        items: _Items
+        try:
+            page = decoder.decode(body)
+            if object_decoder is not None:
+                items = [(object_decoder.decode(raw), bytes(raw)) for raw in page.items]
+            else:
+                items = [(obj, None) for obj in page.items]
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise _Retry(f"unreadable List page: {exc}") from None
+        for obj, _ in items:
+            if type(obj) is Pod:
+                own_labels(obj)
+        if self.keep is not None:  # another shard's objects are dropped page by page, never held
+            items = self._kept(items)
+        return page, items
+
+    def _still_kept(self, current: _Known, held: list[_Held] | None) -> tuple[_Known, list[_Held] | None]:
+        """The namespaces kept may have changed while the pages came: what is no longer kept is not current
+        (so what of it was handed on goes as DELETED), and a relist's held events of it go."""
+        keep = self.keep
+        assert keep is not None
+        current = {key: value for key, value in current.items() if keep(key[0])}
+        if held is not None:
+            held = [item for item in held if keep(item[0].object.metadata.namespace)]  # type: ignore[union-attr]
+        return current, held
+
+    def _deleted_since(
+        self, previous: _Known, handed: _Known, current: _Known, time: str
+    ) -> tuple[list[WatchEvent], list[bytes]]:
+        """DELETED events (and their records) for what was known or handed on and is listed no more."""
+        events: list[WatchEvent] = []
+        records: list[bytes] = []
+        for key, (uid, _) in {**previous, **handed}.items():
+            if key not in current:
+                events.append(WatchEvent("DELETED", self.resource.tombstone(key[0], key[1], uid), time))
+                if self.tap is not None:
+                    records.append(_encode(events[-1]))
+        return events, records
 
     def _kept(self, items: list[tuple[KubeObject, bytes | None]]) -> list[tuple[KubeObject, bytes | None]]:
         keep = self.keep
@@ -467,6 +515,20 @@ class Reflector:
             "the server sends something that is no Kubernetes object"
         )
 
+    def _read_other_shape(self, line: bytes) -> WatchEvent | None:
+        """A watch line the typed decode refused, read as a log record is read (null as absent, a kind we
+        do not read skipped, a nameless object refused), so that one bad event costs that event only;
+        None when there is nothing to hand on. A line that is no JSON at all means the stream is broken."""
+        try:
+            readable, _ = decode_json(line)
+        except RecordProblem as problem:
+            if not _is_json(line):  # not JSON: the stream itself is broken
+                raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
+            self.errors += 1
+            self.log(f"{self.where}: a watch event skipped: {problem}", "warning")
+            return None
+        return readable[0] if readable else None
+
     async def _hand_on_lines(self, lines: list[bytes]) -> bool:
         time = self.clock()
         events: list[WatchEvent] = []
@@ -478,27 +540,15 @@ class Reflector:
                 try:
                     event = self.read(line)
                 except msgspec.ValidationError:
-                    # JSON of another shape: read it as a log record is read (null as absent, a kind we
-                    # do not read skipped, a nameless object refused); one bad event costs that event
-                    try:
-                        readable, _ = decode_json(line)
-                    except RecordProblem as problem:
-                        if not _is_json(line):  # not JSON: the stream itself is broken
-                            raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
-                        self.errors += 1
-                        self.log(f"{self.where}: a watch event skipped: {problem}", "warning")
+                    odd = self._read_other_shape(line)
+                    if odd is None:
                         continue
-                    if not readable:
-                        continue
-                    event = readable[0]
+                    event = odd
                 except msgspec.DecodeError as exc:  # not JSON: the stream itself is broken
                     raise _Retry(f"unreadable watch event ({exc}): {line[:120]!r}") from None
                 obj = event.object
                 if event.type == "ERROR" or isinstance(obj, Status):
-                    status = obj if isinstance(obj, Status) else Status()
-                    if status.code == 410:
-                        raise Gone()
-                    raise _Retry(f"the server sent an error: {status.code} {status.reason}: {status.message}")
+                    _server_error(obj)
                 meta = obj.metadata
                 if event.type == "BOOKMARK":
                     self.resource_version = meta.resource_version or self.resource_version
