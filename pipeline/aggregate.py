@@ -121,7 +121,7 @@ class Aggregator:
         self._pod_readers = tuple(b for b in self.backends if b.reads_pods)
         self._timed = tuple(b for b in self.backends if type(b).due is not Backend.due)
         self._heaps = tuple(b.deadlines for b in self._timed)
-        self._trackers = tuple(b for b in self.backends if type(b).tracks is not Backend.tracks)
+        self._trackers = tuple(b for b in self.backends if b.tracks_components)
         self._listeners = tuple(b for b in self.backends if type(b).reported is not Backend.reported)
         self.store = store
         self.synced = synced
@@ -419,7 +419,7 @@ class Aggregator:
             replaced_only = True
         tracked: list[Backend] | None = None
         for backend in self._trackers:
-            if backend.tracks(component):
+            if component in backend.tracked:
                 tracked = [backend] if tracked is None else [*tracked, backend]
         if best is None and tracked is not None:
             best = self._backend_finding(component, tracked)
@@ -470,10 +470,9 @@ class Aggregator:
 
     def _backend_finding(self, component: ComponentKey, backends: list[Backend]) -> Finding | None:
         """The verdict of the backends that track the component, when none of its Pods has one."""
-        dcds = [self.dcds[key] for key in sorted(self._dcd_by_component.get(component))]
-        dgd = self.dgds.get((component[0], component[1]))
+        dcds = self._dcd_by_component.get(component)
         for backend in backends:
-            found = backend.finding(component, dcds, dgd)
+            found = backend.finding(component, dcds)
             if found is not None:
                 return found
         return None

@@ -16,37 +16,37 @@ M = TypeVar("M", bound=Hashable)
 class Index(Generic[K, M]):
     """A named index: index key -> set of members; a key whose set empties is dropped."""
 
-    __slots__ = ("_sets",)
+    __slots__ = ("sets",)
 
     def __init__(self) -> None:
-        self._sets: dict[K, set[M]] = {}
+        self.sets: dict[K, set[M]] = {}  # read-only to others: `key in index.sets` asks with no call
 
     def add(self, key: K, obj: M) -> None:
-        members = self._sets.get(key)
+        members = self.sets.get(key)
         if members is None:
-            self._sets[key] = {obj}
+            self.sets[key] = {obj}
         else:
             members.add(obj)
 
     def remove(self, key: K, obj: M) -> bool:
         """Remove a member; True when that emptied (and dropped) the key."""
-        members = self._sets.get(key)
+        members = self.sets.get(key)
         if members is None:
             return False
         members.discard(obj)
         if not members:
-            del self._sets[key]
+            del self.sets[key]
             return True
         return False
 
     def get(self, key: K) -> set[M]:
-        return self._sets.get(key) or EMPTY
+        return self.sets.get(key) or EMPTY
 
     def keys(self) -> list[K]:
-        return list(self._sets)
+        return list(self.sets)
 
     def __len__(self) -> int:
-        return len(self._sets)
+        return len(self.sets)
 
 
 EMPTY: set[Any] = set()  # what `get` answers for a key with no members: never added to

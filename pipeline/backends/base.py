@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Container, Iterable
 from typing import Any, ClassVar, NamedTuple
 
 from pipeline.crashloop import Finding
-from pipeline.views import ComponentKey, DcdView, DgdView, ObjectKey, PodView, View, ViewStore
+from pipeline.views import ComponentKey, ObjectKey, PodView, View, ViewStore
 from stream.model.objects import Condition
 
 
@@ -34,6 +34,8 @@ class Backend:
     # whether `observe_pod` wants the changes of the Pods that belong to a group (`PodView.group`): the
     # aggregator calls it only for those, and only on backends that say so
     reads_pods: ClassVar[bool] = False
+    # whether it may hold state of components (`tracked`): the aggregator asks only those that may
+    tracks_components: ClassVar[bool] = False
 
     def __init__(self, store: ViewStore, settings: Settings) -> None:
         """`store`: the pipeline's one store of views, which the backend reads and never writes."""
@@ -41,6 +43,9 @@ class Backend:
         # a heap of (when, what) the backend's deadlines: `due` pops those that fell; the aggregator reads
         # only whether it is empty and its first time (it must stay this one list)
         self.deadlines: list[tuple[float, Any]] = []
+        # the components of which the backend holds state (kept while one does; `finding` is asked of
+        # them); read as `component in tracked` on every recompute, so a container, not a method
+        self.tracked: Container[ComponentKey] = frozenset()
 
     def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
         """One of the backend's own objects (of `kinds`) changed: `old` None is new, `new` None is gone."""
@@ -58,19 +63,14 @@ class Backend:
         verdict not held) can change nothing the backend decides, so it is kept and not passed on."""
         return False
 
-    def finding(
-        self, component: ComponentKey, dcds: Sequence[DcdView], dgd: DgdView | None
-    ) -> Finding | None:
-        """The component's verdict by the backend's own rule, asked when none of its Pods has one."""
+    def finding(self, component: ComponentKey, dcds: Collection[ObjectKey]) -> Finding | None:
+        """The component's verdict by the backend's own rule, asked when none of its Pods has one; `dcds`
+        are the keys of its DCDs (their views, and its DGD's, are in the store)."""
         return None
 
     def replaced(self, component: ComponentKey) -> bool:
         """A spec change replaced the component (pipeline.rollouts): what its old workload showed is of
         the old spec. Whether the backend forgot a verdict of it."""
-        return False
-
-    def tracks(self, component: ComponentKey) -> bool:
-        """Whether the backend still holds state of the component (it is kept while one does)."""
         return False
 
     def reported(self, component: ComponentKey, finding: Finding | None) -> None:

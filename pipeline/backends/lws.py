@@ -11,7 +11,7 @@ and DGD that may carry a group loop over a watcher restart) is handed to it; it 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from pipeline.backends.base import Backend, Effects, Settings
 from pipeline.crashloop import Finding
@@ -39,6 +39,7 @@ def _on_streak(history: GroupHistory) -> bool:
 class LwsGroups(Backend):
     kinds = (LwsView,)
     reads_pods = True
+    tracks_components = True
 
     def __init__(self, store: ViewStore, settings: Settings) -> None:
         super().__init__(store, settings)
@@ -49,6 +50,7 @@ class LwsGroups(Backend):
         # `deadlines`: (when its grace ends, group) for groups left without a Pod; stale entries are skipped
         # when due
         self.groups_of: Index[ComponentKey, GroupKey] = Index()
+        self.tracked = self.groups_of.sets  # the components with groups
         # the groups on a loop's streak (recreated often enough, each after a failure), by component: the
         # only ones that can be found looping, unless their LeaderWorkerSet failed
         self.streaking: Index[ComponentKey, GroupKey] = Index()
@@ -104,9 +106,6 @@ class LwsGroups(Backend):
                 touched += self._drop_group(group_key, history)
         return Effects(list(dict.fromkeys(touched)), [])
 
-    def tracks(self, component: ComponentKey) -> bool:
-        return bool(self.groups_of.get(component))
-
     def replaced(self, component: ComponentKey) -> bool:
         """The groups' recreations so far were of the old spec: their streaks end, as a rollout's
         recreation ends one, and a loop of the new spec must build up afresh."""
@@ -126,7 +125,7 @@ class LwsGroups(Backend):
         else:
             self._reporting.discard(component)
 
-    def finding(self, component: ComponentKey, dcds: Sequence[DcdView], dgd: DgdView | None) -> Finding | None:
+    def finding(self, component: ComponentKey, dcds: Collection[ObjectKey]) -> Finding | None:
         """The first recreation-looping group of the component (in key order); else a group loop its
         status reports while one of its groups is not Ready (a restarted watcher has lost the history
         that found it). Readiness is read only for groups that could be looping: on a path every
@@ -152,7 +151,9 @@ class LwsGroups(Backend):
             failed = self.lws[(first[0], first[1])].failed
             assert failed is not None
             return budget_finding(first[1], first[2], failed)
-        text = _reported_group_loop(component, dcds, dgd)
+        store = self.store
+        reported = [store.dcds[key] for key in sorted(dcds)]
+        text = _reported_group_loop(component, reported, store.dgds.get((component[0], component[1])))
         if text is None:
             self._replaced.discard(component)
             return None
