@@ -11,12 +11,19 @@ the operator rewrites; after the fix (a chart upgrade with a worker that stays u
 after the operator's `successful`; `crashwatch record` of it replays to the run's verdicts; an operator
 restart and a crashwatch restart mid-loop change nothing a waiter reads; and a real LeaderWorkerSet group,
 recreated by the real LWS controller at each first restart, is diagnosed as a crash loop and cleared once
-the group stays Ready. bench/realnode_operator.py measures the status writes of a longer crash loop.
+the group stays Ready; a healthy LWS of two groups scaled down to one, or rolled out twice in a row (the
+whole of each group recreated each time), is no recreation loop to crashwatch, the DCD, the DGD or kstatus;
+and a rollout that fixes a looping group clears the verdict once the new group is Ready, its `crashwatch
+record` replaying to the run's verdicts. bench/realnode_operator.py measures the status writes of a longer
+crash loop.
 """
 
 from __future__ import annotations
 
+import functools
+import gzip
 import json
+import os
 import subprocess
 import sys
 import time
@@ -521,6 +528,349 @@ def test_one_recreation_of_a_real_lws_group_followed_by_a_healthy_group_is_no_cr
     assert not [line for line in lines if line.get("crash_looping") or line.get("failed")], lines
     assert not [s.obj for s in dcd_versions.snapshot() if is_stalled(s.obj)]
     assert not [s.obj for s in dgd_versions.snapshot(GRAPH) if is_stalled(s.obj) or failed(s.obj)]
+
+
+# --- a healthy LWS scaled down and rolled out, a looping one fixed by a rollout -------------------------------
+# Neither a scale-down (LWS deletes the groups it no longer wants) nor a rollout (a change of the Pod template,
+# which LWS rolls out group by group, the highest index first, deleting each group's leader and recreating the
+# group) follows a failure: no recreation loop, whatever the number of groups recreated in a row.
+
+
+def lws_list(namespace: str) -> str:
+    return f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{namespace}/leaderworkersets"
+
+
+def lws_graph(image: str, count: Path, script: str, replicas: int) -> dict[str, Any]:
+    """multinode_graph with `replicas` groups (the DGD's replicas are the LeaderWorkerSet's)."""
+    manifest = multinode_graph(image, count, script)
+    manifest["spec"]["components"][0]["replicas"] = replicas
+    return manifest
+
+
+def is_ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def settled(kube: Kube, namespace: str, groups: int) -> bool:
+    """One LeaderWorkerSet, `groups` groups of 2 Pods, every Pod of the namespace Ready, none terminating,
+    all of one template revision, and the operator's `successful` at the DGD's generation."""
+    if len(kube.get(lws_list(namespace))["items"]) != 1:
+        return False
+    pods = kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    revisions = {p["metadata"]["labels"].get(f"{LWS}/template-revision-hash") for p in pods}
+    if len(pods) != 2 * groups or len(revisions) != 1:
+        return False
+    if any(p["metadata"].get("deletionTimestamp") or not is_ready(p) for p in pods):
+        return False
+    dgd = kube.get(f"{dgds(namespace)}/{GRAPH}")
+    status = dgd.get("status", {})
+    return bool(
+        status.get("state") == "successful" and status.get("observedGeneration") == dgd["metadata"]["generation"]
+    )
+
+
+def patch_worker(kube: Kube, namespace: str, change: Any) -> None:
+    """Change the DGD's worker component (`change` edits it in place) as `kubectl edit` would: the whole
+    component list, merge-patched."""
+    path = f"{dgds(namespace)}/{GRAPH}"
+    components = kube.get(path)["spec"]["components"]
+    change(components[0])
+    kube.merge_patch(path, {"spec": {"components": components}})
+
+
+class Watched:
+    """An LWS-backed graph's namespace and what watches it: every version of its Pods, DCDs and DGD as the API
+    server delivered them, and `crashwatch run` and `crashwatch tail` (and `record`, if asked) beside them."""
+
+    def __init__(self, controllers: Controllers, kube: Kube, namespace: str, record: Path | None = None) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.pods = Recorder(kube, f"/api/v1/namespaces/{namespace}/pods")
+        self.dcds = Recorder(kube, dcds(namespace))
+        self.dgds = Recorder(kube, dgds(namespace))
+        self.run = crashwatch(controllers, namespace)
+        tail = ("tail", "-n", namespace, "-o", "json", "--log-lines", "0", "--recovery-window", WINDOW)
+        self.tail = Watcher(*tail, *kubeconfig_args(controllers.user_kubeconfig(f"{CRASHWATCH}-tail")))
+        self.watchers = [self.run, self.tail]
+        if record is not None:
+            user = controllers.user_kubeconfig(f"{CRASHWATCH}-record")
+            self.watchers.append(
+                Watcher(
+                    "record", "-n", namespace, "-o", str(record), "--recovery-window", WINDOW, *kubeconfig_args(user)
+                )
+            )
+        for watcher in self.watchers:
+            watcher.wait_synced(60)
+
+    def close(self) -> None:
+        for watcher in self.watchers:
+            watcher.stop()
+        for recorder in (self.pods, self.dcds, self.dgds):
+            recorder.close()
+
+    def lines(self, watcher: Watcher) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in watcher.snapshot(watcher.out) if line.startswith("{")]
+
+    def lws(self) -> str:
+        return str(self.kube.get(lws_list(self.namespace))["items"][0]["metadata"]["name"])
+
+    def leaders(self, lws: str) -> dict[str, list[tuple[float, str]]]:
+        """Each group's leader Pods, by group index: (when first seen, uid), in order."""
+        found: dict[str, list[tuple[float, str]]] = {}
+        for seen in self.pods.snapshot():
+            labels = seen.obj["metadata"].get("labels", {})
+            if labels.get(f"{LWS}/name") != lws or labels.get(f"{LWS}/worker-index") != "0":
+                continue
+            uids = found.setdefault(labels[f"{LWS}/group-index"], [])
+            if seen.obj["metadata"]["uid"] not in [uid for _, uid in uids]:
+                uids.append((seen.at, seen.obj["metadata"]["uid"]))
+        return found
+
+    def unready_since(self, since: float) -> bool:
+        """Whether a Pod version not Ready arrived at or after `since`."""
+        return any(s.at >= since and not is_ready(s.obj) for s in self.pods.snapshot())
+
+    def said_nothing(self) -> None:
+        """Neither crashwatch said a crash loop, nor any version of a DCD or the DGD read one, nor kstatus
+        Failed on any of them, from the graph's creation on."""
+        for watcher in (self.run, self.tail):
+            said = self.lines(watcher)
+            assert not [line for line in said if line.get("crash_looping") or line.get("failed")], said
+        dcd_versions = [s.obj for s in self.dcds.snapshot() if s.type != "DELETED"]
+        dgd_versions = [s.obj for s in self.dgds.snapshot(GRAPH) if s.type != "DELETED"]
+        looping = [
+            (d["metadata"]["name"], conditions(d).get("Available", {}).get("reason"))
+            for d in dcd_versions
+            if is_stalled(d) or conditions(d).get("Available", {}).get("reason") == "ContainerCrashLooping"
+        ]
+        assert not looping, looping
+        assert not [d.get("status") for d in dgd_versions if is_stalled(d) or failed(d)]
+        dcd_verdicts, dgd_verdicts = kstatus(dcd_versions), kstatus(dgd_versions)
+        print(
+            f"{len(dcd_versions)} DCD versions (kstatus {sorted(set(dcd_verdicts))}), {len(dgd_versions)} DGD "
+            f"versions (kstatus {sorted(set(dgd_verdicts))}); crashwatch run said {len(self.lines(self.run))} "
+            f"lines, tail {len(self.lines(self.tail))}",
+            file=sys.stderr,
+        )
+        assert "Failed" not in dcd_verdicts + dgd_verdicts
+
+
+@pytest.fixture
+def watched(controllers: Controllers, kube: Kube, namespace: str) -> Iterator[Watched]:
+    w = Watched(controllers, kube, namespace)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def heard_out() -> None:
+    """What crashwatch says in answer to the last events (a status write, a line) takes it milliseconds;
+    given seconds here, so that a verdict it would make is made before the test reads what it said."""
+    time.sleep(5)
+
+
+def test_a_real_lws_scaled_down_from_two_groups_to_one_on_the_node_is_no_recreation_loop(
+    node: realnode.Node, kube: Kube, namespace: str, watched: Watched
+) -> None:
+    count = node.workdir / f"count-{namespace}"
+    kube.create(dgds(namespace), lws_graph(node.busybox, count, SERVE, replicas=2))
+    eventually(lambda: settled(kube, namespace, 2), 240, "two groups Ready", step=0.5)
+    name = watched.lws()
+    before = watched.leaders(name)
+    began = time.monotonic()
+    patch_worker(kube, namespace, lambda worker: worker.update(replicas=1))
+    took = eventually(lambda: settled(kube, namespace, 1), 180, "the scale-down to one group", step=0.2)
+    heard_out()
+    after = watched.leaders(name)
+    gone = {s.obj["metadata"]["name"] for s in watched.pods.snapshot() if s.type == "DELETED" and s.at >= began}
+    print(f"scaled down from 2 groups to 1 in {took:.1f}s: deleted {sorted(gone)}", file=sys.stderr)
+    assert kube.get(f"{lws_list(namespace)}/{name}")["spec"]["replicas"] == 1
+    assert {f"{name}-1", f"{name}-1-1"} <= gone  # group 1, its leader and its worker
+    assert after["0"] == before["0"]  # group 0 untouched
+    watched.said_nothing()
+
+
+def restart(kube: Kube, namespace: str, n: int) -> None:
+    """The DGD's own restart (a new `spec.restart.id`): the operator stamps its time on the worker's Pod
+    templates (annotation nvidia.com/restartAt) in place, and LWS rolls the new template out group by group.
+    (A change of the worker's own spec, an env var or the command, is no rollout of the LWS with this operator:
+    it names a new DCD after the new spec's hash and makes a new LWS beside the old one, which it leaves running,
+    with a `RollingUpdateNotSupported` Warning: "custom rolling updates are not supported for Grove/multinode
+    deployments".)"""
+    kube.merge_patch(f"{dgds(namespace)}/{GRAPH}", {"spec": {"restart": {"id": f"rollout-{n}"}}})
+
+
+def test_two_rollouts_in_a_row_of_a_healthy_real_lws_of_two_groups_on_the_node_are_no_recreation_loop(
+    node: realnode.Node, kube: Kube, namespace: str, watched: Watched
+) -> None:
+    count = node.workdir / f"count-{namespace}"
+    kube.create(dgds(namespace), lws_graph(node.busybox, count, SERVE, replicas=2))
+    eventually(lambda: settled(kube, namespace, 2), 240, "two groups Ready", step=0.5)
+    names = [watched.lws()]
+    # two in a row: each group recreated twice within the group window, as many times as make a loop
+    for n in (1, 2):
+        began = time.monotonic()
+        restart(kube, namespace, n)
+        eventually(
+            functools.partial(watched.unready_since, began),
+            60,
+            "the rollout under way",
+            step=0.2,
+        )
+        took = eventually(lambda: settled(kube, namespace, 2), 300, f"rollout {n} done", step=0.2)
+        names.append(watched.lws())
+        print(f"rollout {n} done in {took:.1f}s; LeaderWorkerSet {names[-1]}", file=sys.stderr)
+    heard_out()
+    for name in dict.fromkeys(names):
+        leaders = watched.leaders(name)
+        per_group = {group: len(uids) for group, uids in leaders.items()}
+        order = [group for _, group in sorted((at, group) for group, uids in leaders.items() for at, _ in uids[1:])]
+        print(f"{name}: leader uids per group {per_group}; groups recreated in the order {order}", file=sys.stderr)
+    assert names == [names[0]] * 3  # rolled out in place, by LWS
+    assert {group: len(uids) for group, uids in watched.leaders(names[0]).items()} == {"0": 3, "1": 3}
+    watched.said_nothing()
+
+
+# The worker of a group that a rollout fixes: it fails (exit 1 after 2 s) until its Pod template has a restart
+# time, which the operator's restart stamps there and the downward API hands it; the leader serves throughout.
+RESTARTED_AT = {
+    "name": "RESTARTED_AT",
+    "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['nvidia.com/restartAt']"}},
+}
+FIXED_BY_A_RESTART = f'if [ "$LWS_WORKER_INDEX" = 0 ] || [ -n "$RESTARTED_AT" ]; then {SERVE}; fi; sleep 2; exit 1'
+
+
+def test_a_rollout_that_fixes_a_recreation_looping_real_lws_group_clears_the_verdict_once_the_new_group_is_ready(
+    controllers: Controllers, node: realnode.Node, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    recording = tmp_path / "recording.jsonl"
+    count = node.workdir / f"count-{namespace}"
+    w = Watched(controllers, kube, namespace, record=recording)
+    try:
+        # the worker fails in every incarnation, until a rollout gives its Pod template a restart time
+        manifest = lws_graph(node.busybox, count, FIXED_BY_A_RESTART, replicas=1)
+        manifest["spec"]["components"][0]["podTemplate"]["spec"]["containers"][0]["env"].append(RESTARTED_AT)
+        kube.create(dgds(namespace), manifest)
+        eventually(lambda: len(kube.get(lws_list(namespace))["items"]) == 1, 120, "the operator's LeaderWorkerSet")
+        looping_lws = w.lws()
+        dgd_path = f"{dgds(namespace)}/{GRAPH}"
+
+        def reported() -> bool:
+            return any(
+                is_stalled(d) and conditions(d)["Available"]["reason"] == "ContainerCrashLooping"
+                for d in kube.get(dcds(namespace))["items"]
+            )
+
+        eventually(reported, 240, "the DCD reporting the recreation loop", step=0.2)
+        eventually(lambda: failed(kube.get(dgd_path)), 60, "the DGD failed", step=0.2)
+        # the fix: a new Pod template, rolled out by LWS, whose worker stays up
+        fix_at = time.monotonic()
+        restart(kube, namespace, 1)
+        eventually(lambda: settled(kube, namespace, 1), 300, "the fixed group Ready", step=0.2)
+        eventually(lambda: not is_stalled(kube.get(dgd_path)), 60, "the DGD cleared", step=0.2)
+        heard_out()
+        run_lines = w.lines(w.run)
+        tail_lines = w.lines(w.tail)
+    finally:
+        w.close()
+    fixed_lws = w.lws()
+
+    # when the new group was first all Ready (every Pod of the namespace Ready, none terminating, two of them)
+    current: dict[str, dict[str, Any]] = {}
+    ready_at: float | None = None
+    for seen in w.pods.snapshot():
+        name = seen.obj["metadata"]["name"]
+        if seen.type == "DELETED":
+            current.pop(name, None)
+        else:
+            current[name] = seen.obj
+        pods = list(current.values())
+        if (
+            seen.at >= fix_at
+            and len(pods) == 2
+            and all(is_ready(p) and not p["metadata"].get("deletionTimestamp") for p in pods)
+        ):
+            ready_at = seen.at
+            break
+    assert ready_at is not None
+    cleared_dgd = next(s.at for s in w.dgds.snapshot(GRAPH) if s.at >= fix_at and not is_stalled(s.obj))
+    cleared_dcds = [
+        (s.obj["metadata"]["name"], s.at)
+        for s in w.dcds.snapshot()
+        if s.at >= fix_at and s.type != "DELETED" and not is_stalled(s.obj)
+    ]
+    leaders = w.leaders(looping_lws)
+    print(
+        f"the loop: {looping_lws}, {len(leaders.get('0', []))} leader uids of group 0; the fix rolled out as "
+        f"{'the same' if fixed_lws == looping_lws else 'a new'} LeaderWorkerSet ({fixed_lws}): its group Ready "
+        f"{ready_at - fix_at:.1f}s after the fix, the DGD cleared {cleared_dgd - ready_at:+.3f}s from then; "
+        f"DCDs without Stalled after the fix: {[(n, round(at - ready_at, 3)) for n, at in cleared_dcds]}",
+        file=sys.stderr,
+    )
+    for said in (run_lines, tail_lines):
+        components = [line for line in said if line.get("kind") == "component"]
+        graphs = [line for line in said if line.get("kind") == "graph"]
+        at = next(i for i, line in enumerate(components) if line.get("crash_looping"))
+        assert components[at]["lws"] == looping_lws and components[at]["recreations"] >= 2
+        assert not components[-1]["crash_looping"] and len(components) > at + 1  # cleared
+        assert graphs[0]["failed"] and not graphs[-1]["failed"]
+    assert cleared_dgd - ready_at < 30  # cleared once the new group is Ready (not long before, nor after)
+    assert not is_stalled(kube.get(f"{dgds(namespace)}/{GRAPH}"))
+
+    # the recording replays to the live run's verdicts, and so does its trimmed copy (what tests/replay keeps)
+    trimmed = tmp_path / "trimmed.jsonl"
+    trimmed.write_text("".join(f"{line}\n" for line in trim_record(recording)))
+    for log in (recording, trimmed):
+        replayed = run("replay", "-o", "json", "--recovery-window", WINDOW, str(log))
+        assert replayed.returncode == 0, replayed.stderr
+        assert verdicts_of([json.loads(line) for line in replayed.stdout.decode().splitlines()]) == verdicts_of(
+            run_lines
+        )
+    patches = [run("replay", "--patches", "--recovery-window", WINDOW, str(log)).stdout for log in (recording, trimmed)]
+    assert patches[0] == patches[1]
+    if os.environ.get("CRASHWATCH_KEEP_RECORDING"):  # how tests/replay/recordings/realnode-lws-*.jsonl.gz was made
+        Path(os.environ["CRASHWATCH_KEEP_RECORDING"]).write_bytes(gzip.compress(trimmed.read_bytes(), 9, mtime=0))
+
+    # Held from the first report until the rolled-out group is Ready, and only then cleared: the rollout
+    # deletes the looping group's leader first and its worker a moment later, and the group's old worker,
+    # up again and Ready after its last crash, is not a Ready group (it has no leader).
+    first_failed = next(s.at for s in w.dgds.snapshot(GRAPH) if failed(s.obj))
+    held = [
+        (round(s.at - ready_at, 3), s.obj.get("status", {}).get("state"))
+        for s in w.dgds.snapshot(GRAPH)
+        if first_failed <= s.at < ready_at - 1 and not is_stalled(s.obj)
+    ]
+    assert not held, f"the DGD read not Stalled before the rolled-out group was Ready (seconds from then): {held}"
+    for said in (run_lines, tail_lines):
+        components = [line for line in said if line.get("kind") == "component"]
+        at = next(i for i, line in enumerate(components) if line.get("crash_looping"))
+        assert [line["crash_looping"] for line in components[at:]] == [True] * (len(components) - at - 1) + [False]
+
+
+def trim_record(record: Path) -> list[str]:
+    """The record without what no diagnosis reads: `managedFields`, and in every Pod spec and Pod template the
+    containers cut to their names and images, and the volumes."""
+
+    def cut(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("containers", "initContainers"):
+                if isinstance(node.get(key), list):
+                    node[key] = [{k: c[k] for k in ("name", "image") if k in c} for c in node[key]]
+                    node.pop("volumes", None)
+            if isinstance(node.get("metadata"), dict):
+                node["metadata"].pop("managedFields", None)
+            for value in node.values():
+                cut(value)
+        elif isinstance(node, list):
+            for value in node:
+                cut(value)
+
+    kept = []
+    for raw in record.read_text().splitlines():
+        event = json.loads(raw)
+        cut(event)
+        kept.append(json.dumps(event, separators=(",", ":")))
+    return kept
 
 
 # --- last: the restarted operator is not the one the tests above were set up with ---------------------------

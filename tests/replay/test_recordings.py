@@ -7,19 +7,33 @@ Deployment and Pod, the old ones deleted). Every watch event is kept, in order, 
 what no diagnosis reads (managedFields; the Pods', Deployments' and Dynamo objects' pod templates cut to
 the containers' names and images) and gzipped. The live run's component verdicts were these too (the e2e
 test compares its own recording's replay with its run).
+
+realnode-lws-recreation-loop.jsonl.gz: a multinode worker on the real LeaderWorkerSet controller (a group of
+a leader and a worker; the worker exits 1 after 2 s in every incarnation), which LWS recreates at each
+first restart, until the DGD's restart gives the Pod template a restart time, which the worker reads and
+stays up with: LWS rolls the new template out (the looping group's leader deleted, then its worker) and the
+rolled-out group is Ready 14.6 s after the fix. Trimmed the same way (the e2e test checks that the trimmed
+copy replays to its run's verdicts, and to the untrimmed record's patches). The expected outputs are what
+the live run said, a false recovery included (see below).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cli import run
 
 RECORDINGS = Path(__file__).resolve().parent / "recordings"
+LOGS = sorted(RECORDINGS.glob("*.jsonl.gz"))  # each with <name>.expected.jsonl and <name>.expected.patches.jsonl
 LOG = RECORDINGS / "realnode-operator-crash-loop.jsonl.gz"
-FLAGS = ("--recovery-window", "30s")  # as the real-node tier ran it
+FLAGS = ("--recovery-window", "30s")  # as the real-node tier ran them
+
+
+def expected_output(log: Path, kind: str) -> Path:
+    return log.with_name(f"{log.name.removesuffix('.jsonl.gz')}.{kind}")
 
 
 @pytest.mark.parametrize(
@@ -27,17 +41,29 @@ FLAGS = ("--recovery-window", "30s")  # as the real-node tier ran it
     [(["-o", "json"], "expected.jsonl"), (["--patches"], "expected.patches.jsonl")],
     ids=["json", "patches"],
 )
-def test_the_recording_replays_to_its_expected_output(flags: list[str], expected: str) -> None:
-    result = run("replay", *flags, *FLAGS, str(LOG))
+@pytest.mark.parametrize("log", LOGS, ids=[log.name.removesuffix(".jsonl.gz") for log in LOGS])
+def test_each_recording_replays_to_its_expected_output(log: Path, flags: list[str], expected: str) -> None:
+    result = run("replay", *flags, *FLAGS, str(log))
     assert result.returncode == 0, result.stderr
     assert result.stderr == b""
-    assert result.stdout.decode() == (RECORDINGS / f"realnode-operator-crash-loop.{expected}").read_text()
+    assert result.stdout.decode() == expected_output(log, expected).read_text()
+
+
+def test_every_recording_has_its_expected_outputs() -> None:
+    assert len(LOGS) >= 2
+    for log in LOGS:
+        for expected in ("expected.jsonl", "expected.patches.jsonl"):
+            assert expected_output(log, expected).is_file(), expected_output(log, expected)
+
+
+def replayed(log: Path) -> list[dict[str, Any]]:
+    result = run("replay", "-o", "json", *FLAGS, str(log))
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in result.stdout.decode().splitlines()]
 
 
 def test_the_recording_reads_as_a_crash_loop_held_through_a_restart_then_cleared_by_the_fix() -> None:
-    result = run("replay", "-o", "json", *FLAGS, str(LOG))
-    assert result.returncode == 0, result.stderr
-    lines = [json.loads(line) for line in result.stdout.decode().splitlines()]
+    lines = replayed(LOG)
     components = [line for line in lines if line["kind"] == "component"]
     graphs = [line for line in lines if line["kind"] == "graph"]
     # restart 2 makes the loop; restart 3 (the container Ready for a moment between) only updates it
@@ -49,3 +75,18 @@ def test_the_recording_reads_as_a_crash_loop_held_through_a_restart_then_cleared
     # the fix comes with a new DCD (the operator names a worker's DCD after its spec's hash)
     assert components[0]["dcd"] == components[1]["dcd"] != components[2]["dcd"]
     assert [g["failed"] for g in graphs] == [True, True, False]
+
+
+LWS_LOG = RECORDINGS / "realnode-lws-recreation-loop.jsonl.gz"
+
+
+def test_the_lws_recording_reads_as_a_recreation_loop_held_until_the_rolled_out_group_is_ready() -> None:
+    """The group loop is reported at the second recreation after a failure and held until the rolled-out
+    group is Ready (its leader Ready, 08:18:32.384), then cleared once. When the rollout deleted the looping
+    group's leader (08:18:18.249) its worker, up again and Ready after its last crash, was the group's only
+    Pod left: a group without its leader must not read as a Ready group."""
+    components = [line for line in replayed(LWS_LOG) if line["kind"] == "component"]
+    looping = [c["crash_looping"] for c in components]
+    assert components[0]["lws"] == "llm-vllmdecodeworker-deb29ea9-0" and components[0]["recreations"] == 2
+    assert looping == [True] * (len(looping) - 1) + [False], [(c["time"], c["crash_looping"]) for c in components]
+    assert components[-1]["time"] == "2026-12-05T08:18:32.384Z"

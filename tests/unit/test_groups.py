@@ -223,3 +223,36 @@ def test_a_group_recreated_within_its_grace_stays_looping() -> None:
     assert [c.finding is not None for c in components(out)] == [True]  # the count goes on: recreated 3 times
     assert components(pipeline.tick(at(26 + int(WINDOW) + 1))) == []
     assert components(pipeline.tick(at(600))) == []
+
+
+def restarted_and_ready(obj: dict[str, Any], deleting: bool = False) -> dict[str, Any]:
+    """A group's worker as the real kubelet shows it after its crash: running again (restart 1, the crash
+    in lastState) and Ready, before LWS recreates the group; `deleting`: then marked for deletion."""
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    obj["status"]["containerStatuses"][0]["ready"] = True
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = at(26)
+    return obj
+
+
+def test_a_looping_group_whose_leader_is_deleted_first_is_not_ready_by_its_worker_alone() -> None:
+    """LWS deletes a group's leader first (at a restart, or to roll a new template out), its worker a moment
+    later (tests/replay/recordings/realnode-lws-recreation-loop: 70 ms, 1.3 s). Meanwhile the worker, up
+    again after its crash and Ready (the real kubelet's order), is the group's only Pod: a group without its
+    leader is no Ready group, and the loop is held through the recreation, not cleared and raised again."""
+    pipeline = Pipeline(group_window=WINDOW)
+    feed(pipeline, [event("ADDED", dcd("g-worker")), event("ADDED", dgd())])
+    out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), time=at(20))])
+    assert [c.finding is not None for c in components(out)] == [True]
+    worker = lws_pod(worker=1, incarnation=3, restarts=1, exit_code=1)
+    leader = lws_pod(incarnation=3, deleting=True)
+    out = feed(
+        pipeline,
+        [event("ADDED", lws_pod(worker=1, incarnation=3), time=at(20))],
+        [event("MODIFIED", restarted_and_ready(worker), time=at(25))],
+        [event("MODIFIED", leader, time=at(26))],  # LWS deletes the leader (Foreground)
+        [event("MODIFIED", restarted_and_ready(worker, deleting=True), time=at(26))],  # the worker follows
+        [event("DELETED", leader, time=at(27)), event("DELETED", worker, time=at(27))],
+        [event("ADDED", lws_pod(incarnation=4), time=at(28))],
+    )
+    assert [(c.time, c.finding is not None) for c in components(out) if c.finding is None] == []
