@@ -217,16 +217,21 @@ class LwsGroups(Backend):
     # --- the groups ----------------------------------------------------------------------------------
 
     def group_ready(self, group_key: GroupKey) -> bool:
-        """Whether the group has Pods and they are all Ready, as their views say now."""
+        """Whether the group has its leader and its Pods are all Ready, as their views say now. LWS deletes
+        a group's leader first and its workers a moment later: a worker up again after its crash (Ready,
+        as the real kubelet runs it) that is left alone meanwhile is a group being torn down, not a Ready
+        one."""
         history = self.groups[group_key]
         if not history.pods:
             return False
         namespace, pods = group_key[0], self.pods
+        led = False
         for name in history.pods:
             view = pods.get((namespace, name))
             if view is None or view.group is None or not view.group.ready:
                 return False
-        return True
+            led = led or view.group.leader
+        return led
 
     def _joined_group(
         self, group_key: GroupKey, name: str, old: PodView | None, new: PodView, time: str | None

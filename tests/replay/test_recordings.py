@@ -14,11 +14,12 @@ first restart, until the DGD's restart gives the Pod template a restart time, wh
 stays up with: LWS rolls the new template out (the looping group's leader deleted, then its worker) and the
 rolled-out group is Ready 14.6 s after the fix. Trimmed the same way (the e2e test checks that the trimmed
 copy replays to its run's verdicts, and to the untrimmed record's patches). The expected outputs are what
-the live run said, a false recovery included (see below).
+the live run said but for its false recovery (see below), which crashwatch no longer makes.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -80,13 +81,32 @@ def test_the_recording_reads_as_a_crash_loop_held_through_a_restart_then_cleared
 LWS_LOG = RECORDINGS / "realnode-lws-recreation-loop.jsonl.gz"
 
 
-def test_the_lws_recording_reads_as_a_recreation_loop_held_until_the_rolled_out_group_is_ready() -> None:
-    """The group loop is reported at the second recreation after a failure and held until the rolled-out
-    group is Ready (its leader Ready, 08:18:32.384), then cleared once. When the rollout deleted the looping
-    group's leader (08:18:18.249) its worker, up again and Ready after its last crash, was the group's only
-    Pod left: a group without its leader must not read as a Ready group."""
+def test_the_lws_recording_reads_as_a_recreation_loop_until_the_spec_change_that_replaces_it() -> None:
+    """The group loop is reported at the second recreation after a failure and held until the DGD's restart
+    (a spec change that replaces the worker, 08:18:17.971), withdrawn then in the words of a replacement,
+    and never raised again: the old group's last crash is of the old spec."""
     components = [line for line in replayed(LWS_LOG) if line["kind"] == "component"]
-    looping = [c["crash_looping"] for c in components]
     assert components[0]["lws"] == "llm-vllmdecodeworker-deb29ea9-0" and components[0]["recreations"] == 2
-    assert looping == [True] * (len(looping) - 1) + [False], [(c["time"], c["crash_looping"]) for c in components]
-    assert components[-1]["time"] == "2026-12-05T08:18:32.384Z"
+    assert [(c["time"], c["crash_looping"]) for c in components] == [
+        ("2026-12-05T08:18:17.463Z", True),
+        ("2026-12-05T08:18:17.971Z", False),
+    ]
+    assert components[-1]["message"] == "its crash-looping Pods are of the spec before a change that replaces them"
+
+
+def test_without_the_dgd_the_lws_loop_is_held_until_the_rolled_out_group_is_ready(tmp_path: Path) -> None:
+    """The same events without the DGD (a watcher that never saw the change): the loop holds through the
+    rollout until the rolled-out group is Ready (08:18:32.384). When the rollout deleted the looping group's
+    leader (08:18:18.249) its worker, up again and Ready after its last crash, was the group's only Pod
+    left: a group without its leader is no Ready group, so there is no false recovery in between (there
+    was one, 08:18:18.464 to 08:18:21.376, before that rule)."""
+    log = tmp_path / "without-dgd.jsonl"
+    with gzip.open(LWS_LOG, "rt") as recorded:
+        kept = [line for line in recorded if json.loads(line)["object"]["kind"] != "DynamoGraphDeployment"]
+    log.write_text("".join(kept))
+    components = [line for line in replayed(log) if line["kind"] == "component"]
+    assert [(c["time"], c["crash_looping"]) for c in components] == [
+        ("2026-12-05T08:18:17.463Z", True),
+        ("2026-12-05T08:18:21.457Z", True),  # the third recreation: the same loop, counted on
+        ("2026-12-05T08:18:32.384Z", False),
+    ]
