@@ -17,6 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "crashwatch", "stream", "pipeline", "sinks")
+PACKAGES = ("crashwatch", "stream", "pipeline", "sinks")
 
 
 def pyproject() -> dict[str, Any]:
@@ -68,8 +69,11 @@ def test_the_sdist_and_wheel_carry_full_metadata_and_pass_twine_check(tmp_path: 
     for name, target in project["scripts"].items():
         assert f"{name} = {target}" in entry_points
     assert "kubectl-crashwatch" in project["scripts"]
-    # only the four import packages, no tests or benchmarks
+    # only the four import packages, no tests or benchmarks, and every module of them (a subpackage left out
+    # of pyproject's explicit list installs nothing, which an editable install would never show)
     assert {f.split("/")[0] for f in files if not f.startswith(info)} == {"crashwatch", "stream", "pipeline", "sinks"}
+    modules = {p.relative_to(ROOT).as_posix() for name in PACKAGES for p in (ROOT / name).rglob("*.py")}
+    assert modules - set(files) == set()
     with tarfile.open(sdist) as archive:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     assert {"LICENSE", "README.md", "pyproject.toml", "PKG-INFO"} <= names
