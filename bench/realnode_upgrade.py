@@ -20,8 +20,8 @@ version in order, so which came first is known exactly (won: the withdrawal); th
 writes is the API server's own record, its audit log (microseconds, when each answer was complete): the
 operator's write is found by the resourceVersion it was based on, crashwatch's (a merge patch, which the
 log shows without one) as the n-th of its DGD status patches after Helm's spec write. `--load N` runs N
-busy Python loops for the whole run, as a machine busy with a whole test run would be; each loop ends
-when the bench does (it watches its parent), whatever way the bench ends.
+busy Python loops from the moment the node is up to the end, as a machine busy with a whole test run
+would be; each loop ends when the bench does (it watches its parent), whatever way the bench ends.
 
 Targets: the upgrade succeeds in every round, and no version at a fix's generation reads Failed.
 """
@@ -241,11 +241,7 @@ def main() -> int:
     if args.rounds < 1 or args.load < 0:
         parser.error("--rounds must be at least 1 and --load at least 0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the node and its control plane on the way out
-    load = start_load(args.load)
-    try:
-        return bench(args.rounds, args.load)
-    finally:
-        stop_load(load)
+    return bench(args.rounds, args.load)
 
 
 def bench(rounds: int, load: int) -> int:
@@ -260,6 +256,8 @@ def bench(rounds: int, load: int) -> int:
         raise
     results: list[tuple[int, int, float, list[float]]] = []  # round, helm's exit, seconds, Failed versions' times
     races: list[Race] = []
+    # once the node is ours (its lock is held): waiting for another user's node, it would load theirs
+    busy = start_load(load)
     try:
         kube = controllers.kube()
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
@@ -312,6 +310,7 @@ def bench(rounds: int, load: int) -> int:
             finally:
                 versions.close()
     finally:
+        stop_load(busy)
         cluster.close()
     ok = sum(1 for _, code, _, _ in results if code == 0)
     clean = sum(1 for *_, bad in results if not bad)
