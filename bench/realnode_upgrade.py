@@ -233,6 +233,18 @@ def race(history: list[operators.Seen], new: int, began: float, audit: list[dict
     )
 
 
+def settled(versions: operators.Recorder, new: int, timeout: float = 10) -> list[operators.Seen]:
+    """The DGD's versions once the watch has seen crashwatch's withdrawal at the fix's generation (or after
+    `timeout`): an upgrade that failed ended before it, and the margin it lost by needs both writes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        history = versions.snapshot(GRAPH)
+        withdrawn = any(s.obj["metadata"]["generation"] == new and not stalled(s.obj) for s in history)
+        if withdrawn or time.monotonic() > deadline:
+            return history
+        time.sleep(0.1)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="how many times to break and fix the worker")
@@ -289,7 +301,7 @@ def bench(rounds: int, load: int) -> int:
                     done = chart(helm, image, "upgrade", fixed(round_), "--wait", "--timeout", "5m", timeout=360)
                     took = time.monotonic() - began
                     new = kube.get(path)["metadata"]["generation"]
-                    history = versions.snapshot(GRAPH)
+                    history = settled(versions, new)
                     seen = [
                         s
                         for s in history
