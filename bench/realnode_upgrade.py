@@ -209,7 +209,7 @@ def race(history: list[operators.Seen], new: int, began: float, audit: list[dict
     if withdrawal is None:
         return Race(outcome, None, "no withdrawal seen")
     watch_ms = (versions[status].at - versions[withdrawal].at) * 1000
-    found = Race(outcome, None, f"not in the audit log; watch arrivals {watch_ms:+.1f} ms")
+    watch = f"watch arrivals {watch_ms:+.1f} ms"
     rv = [s.obj["metadata"]["resourceVersion"] for s in versions]
     # an update names the resourceVersion it was based on: the operator's writes, by the version before
     operator = {e["objectRef"].get("resourceVersion"): e for e in audit if e["user"]["username"] == OPERATOR_USER}
@@ -217,19 +217,21 @@ def race(history: list[operators.Seen], new: int, began: float, audit: list[dict
     helm = [when(e) for e in audit if e["user"]["username"] == HELM_USER and not e["objectRef"].get("subresource")]
     spec_at = max((t for t in helm if status_write and t <= when(status_write)), default=None)
     if status_write is None or spec_at is None:
-        return found
+        missing = "the operator's status write" if status_write is None else "Helm's spec write"
+        return Race(outcome, None, f"{missing} not found in the audit log; {watch}")
     # the versions after the spec write that the operator did not write are crashwatch's, in order
     theirs = [i for i in range(spec + 1, withdrawal + 1) if rv[i - 1] not in operator]
     patches = sorted(when(e) for e in audit if e["user"]["username"] == CRASHWATCH and when(e) >= spec_at)
     if not theirs or theirs[-1] != withdrawal or len(patches) < len(theirs):
-        return found
+        why = f"{len(theirs)} versions not the operator's up to it, {len(patches)} of crashwatch's patches logged"
+        return Race(outcome, None, f"the withdrawal not matched in the audit log ({why}); {watch}")
     withdrawn = patches[len(theirs) - 1]
     ms = (when(status_write) - withdrawn).total_seconds() * 1000
     return Race(
         outcome,
         ms,
         f"after the spec write: withdrawal {(withdrawn - spec_at).total_seconds() * 1000:.1f} ms, the operator's "
-        f"status {(when(status_write) - spec_at).total_seconds() * 1000:.1f} ms; watch arrivals {watch_ms:+.1f} ms",
+        f"status {(when(status_write) - spec_at).total_seconds() * 1000:.1f} ms; {watch}",
     )
 
 
