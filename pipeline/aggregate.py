@@ -563,7 +563,7 @@ class Aggregator:
                 continue
             for pod_key in state.pods:
                 self._superseded[pod_key] = self.pods[pod_key].uid
-            for backend in self._trackers:
+            for backend in self.backends:  # a rare path: ask them all
                 if backend.replaced(component):
                     self._backend_replaced.add(component)
             self._replacing[component] = deadline

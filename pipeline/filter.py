@@ -124,7 +124,7 @@ class EventFilter:
         self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
-        self.backends = tuple(b for b in backends if b.reads_pods)
+        self.backends = tuple(b for b in backends if type(b).quiet is not Backend.quiet)  # those that can say
 
     def __len__(self) -> int:
         return len(self.store)
