@@ -101,6 +101,41 @@ def left_failed(seen: list[operators.Seen]) -> list[tuple[str, float]]:
     return out
 
 
+KINDS = {"dynamographdeployments": "DGD", "dynamocomponentdeployments": "DCD"}
+
+
+def timeline(plane: Any, seen: list[operators.Seen], wall_offset: float, began: str, ended: str) -> list[str]:
+    """Each status write of either writer (the audit log) and each DGD version the watch delivered, in time
+    order: what each of crashwatch's writes answered."""
+    start = datetime.datetime.fromisoformat(began).timestamp()
+    end = datetime.datetime.fromisoformat(ended).timestamp()
+    rows: list[tuple[float, str]] = []
+    for who, user in (("crashwatch", CRASHWATCH), ("operator", operators.OPERATOR_USER)):
+        for event in plane.audit_events(user):
+            ref = event.get("objectRef", {})
+            if ref.get("subresource") != "status" or event["verb"] not in ("patch", "update"):
+                continue
+            when = datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
+            if start <= when <= end:
+                code = event.get("responseStatus", {}).get("code")
+                kind = KINDS.get(ref.get("resource", ""), "?")
+                rows.append((when, f"{who:<10} {event['verb']:<6} {kind} {ref.get('name', '')} -> {code}"))
+    for s in seen:
+        status = s.obj.get("status", {})
+        conditions = {c.get("type"): c.get("status") for c in status.get("conditions", [])}
+        stalled = next((c for c in status.get("conditions", []) if c.get("type") == "Stalled"), {})
+        rows.append(
+            (
+                s.at + wall_offset,
+                f"  version rv={s.obj['metadata'].get('resourceVersion')} state={status.get('state')} "
+                f"Ready={conditions.get('Ready')} Stalled={conditions.get('Stalled')} "
+                f"msg={stalled.get('message', '')[:90]!r}",
+            )
+        )
+    rows.sort()
+    return [f"{when - start:9.3f}  {text}" for when, text in rows]
+
+
 def kstatus(objects: list[dict[str, Any]]) -> list[str]:
     """kstatus's own verdict on each version (tests/waiters' helper around status.Compute)."""
     done = subprocess.run(
@@ -116,6 +151,7 @@ def kstatus(objects: list[dict[str, Any]]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="5m", help="how long to count, from the crash that makes the loop")
+    parser.add_argument("--timeline", action="store_true", help="print every status write and DGD version in order")
     args = parser.parse_args()
     duration = parse_duration(args.duration)
     folders = operators.Folders("bench-realnode-operator")
@@ -145,6 +181,7 @@ def main() -> int:
                 )
                 first = restarts(kube)
                 began, since = audit_now(), time.monotonic()
+                wall_offset = time.time() - time.monotonic()
                 print(f"crash loop at restart {first}; counting for {duration:.0f}s", file=sys.stderr)
                 time.sleep(duration)
                 ended = audit_now()
@@ -155,6 +192,7 @@ def main() -> int:
                 versions.close()
         ours = operators.status_writes(controllers.plane, CRASHWATCH, began, ended)
         theirs = operators.status_writes(controllers.plane, operators.OPERATOR_USER, began, ended)
+        rows = timeline(controllers.plane, seen, wall_offset, began, ended) if args.timeline else []
     finally:
         cluster.close()
     minutes = duration / 60
@@ -182,6 +220,10 @@ def main() -> int:
     print(f"crashwatch said it wrote ({len(written)} lines, the whole run):")
     for line in written:
         print(f"  {line.removeprefix('crashwatch: wrote ')}")
+    if rows:
+        print("timeline (seconds from the first failed; audit log's request times, the watch's arrival times):")
+        for row in rows:
+            print(f"  {row}")
     return 0
 
 

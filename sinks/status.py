@@ -94,7 +94,7 @@ class PatchStats:
     writes: int = 0
     conflicts: int = 0
     retries: int = 0
-    unchanged: int = 0  # found already saying what was wanted when read again
+    unchanged: int = 0  # already saying what was wanted: found so when read again, or since our own last write
     failures: int = 0
     not_leader: int = 0  # not sent: another replica holds the lease (--leader-elect)
     delay_buckets: tuple[float, ...] = DELAY_BUCKETS  # upper bounds, seconds
@@ -204,6 +204,11 @@ class StatusPatcher:
         """Write an object's newest wanted status (the queue hands out one of an object at a time)."""
         entry = self._objects[key]
         try:
+            if wanted.owned() == entry.written and entry.wrote_on and wanted.resource_version == entry.wrote_on:
+                # decided on the version our last write was made on, before its echo came back: the
+                # object says it since that write, and no one has overwritten it that we know of
+                self.stats.unchanged += 1
+                return
             if wanted.owned() == entry.written:
                 repeats = await self._reassert(key, entry, wanted)
                 if repeats is None:

@@ -261,6 +261,28 @@ async def test_a_want_decided_before_our_last_write_came_back_needs_no_reread(ap
     assert available(api, "w")["message"] == "restarted 3"
 
 
+async def test_a_want_decided_before_our_last_write_came_back_that_says_the_same_is_not_sent(
+    api: FakeApi, client: KubeClient
+) -> None:
+    """Beside the operator a graph is reset and answered within milliseconds, so a want decided on the
+    version our answer was made on often comes after that answer landed. It says what the object says
+    since our write: sending it (as the same again, an overwrite to answer) is a write that changes
+    nothing, one more against the write budget."""
+    api.put(PLURAL, dcd("w", NOT_READY))
+    first = want(api, "w", "restarted 2 times")
+    stale = want(api, "w", "restarted 2 times")  # the same, decided on the same observation
+    h = Harness(StatusPatcher(client))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(h.run)
+        await h.feed(first)
+        await wait_for(lambda: h.patcher.stats.writes == 1)
+        await h.feed(stale)
+        await finished(h)
+    assert len(patches(api)) == 1
+    assert h.patcher.stats.unchanged == 1
+    assert available(api, "w")["message"] == "restarted 2 times"
+
+
 async def test_when_its_input_ends_it_finishes_the_write_under_way(api: FakeApi, client: KubeClient) -> None:
     api.put(PLURAL, dcd("w", NOT_READY))
     api.fault("patch", Fault("delay", seconds=0.5))
