@@ -76,7 +76,8 @@ state failed with Ready reason component_crash_looping, and on both the kstatus 
 image that cannot be pulled, a config error, an unschedulable Pod, an exit-0 restart loop, an OOM kill)
 set Stalled=True with a reason naming each, after their graces; --failed-state all fails the DGD for them
 too. Kubernetes Events on the DCD and DGD: Warning ComponentCrashLooping (one series per crash loop, its
-count climbing with the restarts) and Normal CrashLoopRecovered, and a Warning in each other diagnosis's
+count climbing with the restarts) and Normal CrashLoopRecovered (SpecReplaced when a spec change replaced
+the crash-looping Pods), and a Warning in each other diagnosis's
 words (ComponentImagePullFailing ...) with Normal ComponentRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and

@@ -595,7 +595,8 @@ class Aggregator:
             workload = backend.workload(key, component, dcd.generation)
             if workload is not None:
                 break
-        decided = (dcd_available(dcd, finding, workload, self._all_failed), dcd_stalled(dcd, finding))
+        replaced = finding is None and component is not None and component in self._replacing
+        decided = (dcd_available(dcd, finding, workload, self._all_failed), dcd_stalled(dcd, finding, replaced))
         return self._want(("dcd", key), dcd, decided, None, now)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
@@ -607,7 +608,13 @@ class Aggregator:
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
         ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None], self._all_failed)
         state, condition = ready if ready is not None else (None, None)
-        return self._want(("dgd", graph), dgd, (condition, dgd_stalled(dgd, verdict)), state, now)
+        withdrawn = dgd_stalled(dgd, verdict, not verdict.failed and self._replacing_in(graph))
+        return self._want(("dgd", graph), dgd, (condition, withdrawn), state, now)
+
+    def _replacing_in(self, graph: GraphKey) -> bool:
+        """Whether a spec change is replacing one of the graph's components: a failure that clears now
+        was withdrawn with the old spec's Pods, not recovered. (Few entries, and only during rollouts.)"""
+        return any(key[0] == graph[0] and key[1] == graph[1] for key in self._replacing)
 
     def _effective(self, decided_key: tuple[str, ObjectKey], view: StatusView | None) -> StatusView | None:
         """The object as it will read once the status last decided for it lands, while no newer view came in.
@@ -658,7 +665,6 @@ class Aggregator:
 
     def graph_verdicts(self) -> dict[GraphKey, GraphVerdict]:
         return {key: state.verdict for key, state in self._graphs.items() if state.verdict.failed}
-
 
 
 def _same_pod(old: PodView | None, new: PodView | None) -> bool:

@@ -28,6 +28,8 @@ STALLED = "Stalled"
 DGD_STALLED_REASON = "ComponentCrashLooping"
 STALLED_CLEARED_REASON = "NoCrashLoop"
 STALLED_RECOVERED_REASON = "Recovered"  # a diagnosis other than a crash loop ended
+# a failure whose Pods a spec change replaces: withdrawn, neither recovered nor proven fixed
+STALLED_REPLACED_REASON = "SpecReplaced"
 # a DCD's `Stalled` reason per diagnosis (and its `Available` reason with --failed-state all)
 DCD_REASONS = {
     CRASH_LOOP: DCD_REASON_CRASH_LOOPING,
@@ -52,17 +54,24 @@ OWNED_DGD_REASONS = frozenset((*REASONS.values(), REASON_MIXED))  # a `Ready` fa
 CRASH_LOOP_STALLED = frozenset((DCD_REASON_CRASH_LOOPING, DGD_STALLED_REASON))
 
 
-def stalled(view: StatusView, failing: bool, reason: str, message: str, cleared: str) -> Condition | None:
+def stalled(
+    view: StatusView, failing: bool, reason: str, message: str, cleared: str, replaced: bool = False
+) -> Condition | None:
     """The kstatus `Stalled` condition crashwatch wants: True while a crash loop (or another diagnosis)
     holds; False once it clears where it said True (absent or False stays as it is, so a healthy object
     is never written). `cleared` is what a cleared crash loop says; another diagnosis's end is said in
-    general words, its reason `Recovered`."""
+    general words, its reason `Recovered`. A failure that ends because a spec change replaces its Pods
+    (`replaced`) has not recovered, and says so: its reason `SpecReplaced`."""
     if failing:
         return Condition(STALLED, "True", reason, message, observed_generation=view.generation)
     current = view.condition(STALLED)
     if current is None or current.status != "True":
         return None
-    if current.reason not in CRASH_LOOP_STALLED and current.reason in _NOT_CRASH_LOOP_STALLED:
+    other = current.reason not in CRASH_LOOP_STALLED and current.reason in _NOT_CRASH_LOOP_STALLED
+    if replaced:
+        words = f"the {'failing' if other else 'crash-looping'} Pods are of the spec before a change that replaces them"
+        return Condition(STALLED, "False", STALLED_REPLACED_REASON, words, observed_generation=view.generation)
+    if other:
         words = cleared.replace("crash-looping", "failing")
         return Condition(STALLED, "False", STALLED_RECOVERED_REASON, words, observed_generation=view.generation)
     return Condition(STALLED, "False", STALLED_CLEARED_REASON, cleared, observed_generation=view.generation)
@@ -71,19 +80,20 @@ def stalled(view: StatusView, failing: bool, reason: str, message: str, cleared:
 _NOT_CRASH_LOOP_STALLED = frozenset((*DCD_REASONS.values(), *DGD_STALLED_REASONS.values())) - CRASH_LOOP_STALLED
 
 
-def dcd_stalled(dcd: StatusView, finding: Finding | None) -> Condition | None:
+def dcd_stalled(dcd: StatusView, finding: Finding | None, replaced: bool = False) -> Condition | None:
     return stalled(
         dcd,
         finding is not None,
         DCD_REASONS.get(finding.diagnosis, DCD_REASON_CRASH_LOOPING) if finding is not None else "",
         finding.describe() if finding is not None else "",
         "no container is crash-looping",
+        replaced,
     )
 
 
-def dgd_stalled(dgd: StatusView, verdict: GraphVerdict) -> Condition | None:
+def dgd_stalled(dgd: StatusView, verdict: GraphVerdict, replaced: bool = False) -> Condition | None:
     reason = DGD_STALLED_REASONS.get(verdict.reason or "", DGD_STALLED_REASON)
-    return stalled(dgd, verdict.failed, reason, verdict.message, "no component is crash-looping")
+    return stalled(dgd, verdict.failed, reason, verdict.message, "no component is crash-looping", replaced)
 
 
 def dcd_available(

@@ -5,7 +5,8 @@ Where the facts come from: the `StatusWanted` outputs the status patcher consume
 kstatus condition `Stalled`, which crashwatch owns outright (pipeline.status): `True` with the finding
 while a crash loop holds (its message changes with every restart, since it counts them), `False` once it
 clears where it said `True`. So a Warning `ComponentCrashLooping` (note: the finding) is recorded for
-every wanted `Stalled=True` with new words, and a Normal `CrashLoopRecovered` for a wanted `Stalled=False`.
+every wanted `Stalled=True` with new words, and a Normal `CrashLoopRecovered` for a wanted `Stalled=False`
+(`SpecReplaced` when a spec change withdrew it with the failing Pods).
 Nothing is diagnosed here, and the Events follow the status contract: decided once every resource is
 listed, never for a status that already says it (a restarted watcher does not repeat them), and the
 same words asked for again (a status another writer overwrote) are no new occurrence.
@@ -48,7 +49,13 @@ from anyio.abc import ObjectReceiveStream
 from pipeline.crashloop import Finding
 from pipeline.graph import REASONS
 from pipeline.outputs import ComponentChange, Output, StatusWanted
-from pipeline.status import DCD_REASONS, DGD_STALLED_REASONS, STALLED, STALLED_RECOVERED_REASON
+from pipeline.status import (
+    DCD_REASONS,
+    DGD_STALLED_REASONS,
+    STALLED,
+    STALLED_RECOVERED_REASON,
+    STALLED_REPLACED_REASON,
+)
 from sinks.logs import LogReader, crashed
 from sinks.workqueue import KeyedQueue, WorkQueue
 from stream.model.messages import About, Logger, logger
@@ -59,6 +66,9 @@ ACTION = "Diagnose"
 REASON_CRASH_LOOPING = "ComponentCrashLooping"
 REASON_RECOVERED = "CrashLoopRecovered"
 REASON_OTHER_RECOVERED = "ComponentRecovered"  # a diagnosis other than a crash loop ended
+REASON_REPLACED = "SpecReplaced"  # withdrawn: a spec change replaces the failing Pods
+# the Normal Event's reason per `Stalled=False` reason (a crash loop's end otherwise)
+CLEARED = {STALLED_RECOVERED_REASON: REASON_OTHER_RECOVERED, STALLED_REPLACED_REASON: REASON_REPLACED}
 # the Warning's reason for each `Stalled` reason: the DGD's words (ComponentImagePullFailing ...), on DCDs too
 WARNINGS = {DCD_REASONS[kind]: DGD_STALLED_REASONS[reason] for kind, reason in REASONS.items()} | {
     reason: reason for reason in DGD_STALLED_REASONS.values()
@@ -132,7 +142,7 @@ def occurrences(outputs: Sequence[Output]) -> list[Occurrence]:
             reason = WARNINGS.get(stalled.reason, REASON_CRASH_LOOPING)
             found.append(Occurrence(regarding, "Warning", reason, note(stalled.message)))
         else:
-            reason = REASON_OTHER_RECOVERED if stalled.reason == STALLED_RECOVERED_REASON else REASON_RECOVERED
+            reason = CLEARED.get(stalled.reason, REASON_RECOVERED)
             found.append(Occurrence(regarding, "Normal", reason, note(stalled.message)))
     return found
 

@@ -10,9 +10,10 @@ from lwsgroups import at as group_at
 from lwsgroups import components, feed, incarnation
 
 from pipeline.aggregate import NONE_MESSAGE, REPLACED_MESSAGE
-from pipeline.outputs import ComponentChange, GraphChange, Output
+from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
 from pipeline.pipeline import Pipeline
 from pipeline.rollouts import REPLACEMENT_GRACE, replaced
+from sinks.events import occurrences
 from stream.model.objects import ComponentTemplate, GraphTemplates, graph_templates
 
 WINDOW = 90.0
@@ -184,6 +185,58 @@ def test_a_component_that_recovers_on_its_own_says_so_in_its_usual_words() -> No
     )
     said = changes(pipeline.feed([event("MODIFIED", ready, at(9))]))
     assert said[0] == ("component", None, NONE_MESSAGE)
+
+
+def stalled_said(outputs: list[Output]) -> dict[str, tuple[str, str]]:
+    """The `Stalled` condition each wanted status says, by kind: (status, reason)."""
+    said: dict[str, tuple[str, str]] = {}
+    for o in outputs:
+        if isinstance(o, StatusWanted):
+            condition = next(c for c in o.decided if c.type == "Stalled")
+            said[o.kind] = (condition.status, condition.reason)
+    return said
+
+
+def test_a_failure_withdrawn_by_a_spec_change_says_so_not_that_it_recovered() -> None:
+    """The old spec's crash loop has not recovered when a change replaces its Pods: `Stalled` goes False
+    with the reason SpecReplaced (its Event says so too), not NoCrashLoop."""
+    pipeline = Pipeline(recovery_window=WINDOW)
+    pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
+    looping(pipeline)
+    fix = graph(FRONTEND, component("Decode", "decode", "fixed"), generation=2)
+    # the graph as our write left it: Stalled=True, which the operator keeps
+    fix["status"]["conditions"].append(
+        {
+            "type": "Stalled",
+            "status": "True",
+            "reason": "ComponentCrashLooping",
+            "message": "m",
+            "observedGeneration": 1,
+        }
+    )
+    out = pipeline.feed([event("MODIFIED", fix, at(10))])
+    assert stalled_said(out) == {
+        "DynamoComponentDeployment": ("False", "SpecReplaced"),
+        "DynamoGraphDeployment": ("False", "SpecReplaced"),
+    }
+    assert {(o.regarding.kind, o.type, o.reason, o.note) for o in occurrences(out)} == {
+        (kind, "Normal", "SpecReplaced", "the crash-looping Pods are of the spec before a change that replaces them")
+        for kind in ("DynamoComponentDeployment", "DynamoGraphDeployment")
+    }
+
+
+def test_a_failure_that_ends_on_its_own_is_no_spec_replacement() -> None:
+    pipeline = Pipeline(recovery_window=0)
+    pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
+    looping(pipeline)
+    ready = pod(
+        "decode-old", pod_labels=labels("g", "Decode"), containers=[container(state="running", restarts=2)], ready=True
+    )
+    said = stalled_said(pipeline.feed([event("MODIFIED", ready, at(9))]))
+    assert said == {
+        "DynamoComponentDeployment": ("False", "NoCrashLoop"),
+        "DynamoGraphDeployment": ("False", "NoCrashLoop"),
+    }
 
 
 # --- a LeaderWorkerSet-backed component: its group loop is of the spec it came from ---------------------
