@@ -104,6 +104,19 @@ def left_failed(seen: list[operators.Seen]) -> list[tuple[str, float]]:
 KINDS = {"dynamographdeployments": "DGD", "dynamocomponentdeployments": "DCD"}
 
 
+def dgd_conflicts(plane: Any, user: str, began: str, ended: str) -> int:
+    """The 409s among `user`'s DGD status writes: requests that another writer's beat, writing nothing."""
+    start, end = datetime.datetime.fromisoformat(began), datetime.datetime.fromisoformat(ended)
+    return sum(
+        1
+        for event in plane.audit_events(user)
+        if event.get("objectRef", {}).get("resource") == "dynamographdeployments"
+        and event.get("objectRef", {}).get("subresource") == "status"
+        and event.get("responseStatus", {}).get("code") == 409
+        and start <= datetime.datetime.fromisoformat(event["requestReceivedTimestamp"]) <= end
+    )
+
+
 def timeline(plane: Any, seen: list[operators.Seen], wall_offset: float, began: str, ended: str) -> list[str]:
     """Each status write of either writer (the audit log) and each DGD version the watch delivered, in time
     order: what each of crashwatch's writes answered."""
@@ -192,6 +205,7 @@ def main() -> int:
                 versions.close()
         ours = operators.status_writes(controllers.plane, CRASHWATCH, began, ended)
         theirs = operators.status_writes(controllers.plane, operators.OPERATOR_USER, began, ended)
+        ours_lost = dgd_conflicts(controllers.plane, CRASHWATCH, began, ended)
         rows = timeline(controllers.plane, seen, wall_offset, began, ended) if args.timeline else []
     finally:
         cluster.close()
@@ -217,6 +231,10 @@ def main() -> int:
     print(f"kstatus of the {len(seen)} DGD versions in the window: {sorted(set(verdicts))}")
     budget_dgd, budget_dcd = runs + len(stretches), runs + theirs["dcd"]
     print(f"budget (one per restart + one per rewrite answered): DGD {budget_dgd}, DCD {budget_dcd}")
+    print(
+        f"crashwatch's DGD writes: {ours['dgd']} requests, {ours_lost} of them 409s (beaten by the operator's "
+        f"write of the same moment), {ours['dgd'] - ours_lost} landed"
+    )
     print(f"crashwatch said it wrote ({len(written)} lines, the whole run):")
     for line in written:
         print(f"  {line.removeprefix('crashwatch: wrote ')}")
