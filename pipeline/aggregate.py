@@ -608,7 +608,8 @@ class Aggregator:
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
         ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None], self._all_failed)
         state, condition = ready if ready is not None else (None, None)
-        withdrawn = dgd_stalled(dgd, verdict, not verdict.failed and self._replacing_in(graph))
+        replaced = bool(self._replacing) and not verdict.failed and self._replacing_in(graph)
+        withdrawn = dgd_stalled(dgd, verdict, replaced)
         return self._want(("dgd", graph), dgd, (condition, withdrawn), state, now)
 
     def _replacing_in(self, graph: GraphKey) -> bool:
