@@ -26,7 +26,9 @@ stopped by its pid and every temporary folder removed. Driving Pods as a kubelet
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import http.client
 import ipaddress
 import json
 import os
@@ -707,11 +709,17 @@ class Seen:
 
 class Recorder:
     """Every version of a collection, as a watch delivers it, with the time it arrived: what a waiter polling
-    at any moment could have read."""
+    at any moment could have read. A watch the server ends (its timeout, or a busy API server closing a
+    watcher that reads too slowly) is resumed from the last version seen, so no version goes missing
+    unnoticed; if the server can no longer resume it (410 Gone), `snapshot()` fails the test, since an
+    assertion over the versions would then be over only some of them."""
 
     def __init__(self, kube: Kube, path: str) -> None:
         self.kube, self.path = kube, path
         self.seen: list[Seen] = []
+        self.resumed = 0  # watches resumed after the server ended one
+        self._lost: str | None = None
+        self._version = ""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._response: Any = None
@@ -722,31 +730,56 @@ class Recorder:
             raise RuntimeError(f"watch of {path} did not start")
 
     def _run(self) -> None:
-        import http.client
+        listed = self.kube.get(self.path)
+        kind, api = listed["kind"].removesuffix("List"), listed["apiVersion"]
+        now = time.monotonic()
+        with self._lock:
+            self.seen.extend(Seen(now, "ADDED", {"kind": kind, "apiVersion": api, **o}) for o in listed["items"])
+        self._version = listed["metadata"]["resourceVersion"]
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, ValueError, http.client.HTTPException):
+                self._watch()
+            if self._lost is not None or self._stop.wait(0.1):
+                return
+            self.resumed += 1
 
+    def _watch(self) -> None:
+        """One watch from the last version seen, until the server ends it."""
         connection = http.client.HTTPSConnection(
             self.kube.host, self.kube.port, context=self.kube.context, timeout=None
         )
-        connection.request(
-            "GET", f"{self.path}?watch=true&allowWatchBookmarks=false", headers={"Accept": "application/json"}
-        )
-        response = connection.getresponse()
-        self._response = response
-        self._ready.set()
-        stream: IO[bytes] = response
         try:
+            connection.request(
+                "GET",
+                f"{self.path}?watch=true&allowWatchBookmarks=true&resourceVersion={self._version}",
+                headers={"Accept": "application/json"},
+            )
+            response = connection.getresponse()
+            self._response = response
+            self._ready.set()
+            if response.status != 200:
+                self._lost = f"{response.status} {response.read(500)!r}"
+                return
+            stream: IO[bytes] = response
             for line in stream:
                 if self._stop.is_set():
                     break
                 event = json.loads(line)
+                obj = event["object"]
+                if event["type"] == "ERROR":
+                    self._lost = f"{obj.get('code')} {obj.get('message')}"
+                    break
+                self._version = obj["metadata"]["resourceVersion"]
+                if event["type"] == "BOOKMARK":
+                    continue
                 with self._lock:
-                    self.seen.append(Seen(time.monotonic(), event["type"], event["object"]))
-        except (OSError, ValueError):
-            pass
+                    self.seen.append(Seen(time.monotonic(), event["type"], obj))
         finally:
             connection.close()
 
     def snapshot(self, name: str | None = None) -> list[Seen]:
+        if self._lost is not None:
+            raise AssertionError(f"the watch of {self.path} lost versions: {self._lost}")
         with self._lock:
             return [s for s in self.seen if name is None or s.obj["metadata"]["name"] == name]
 

@@ -85,17 +85,17 @@ def wait_crash_loop_written(kube: Kube, namespace: str, timeout: float = 15) -> 
     )
 
 
-def wait_cleared(kube: Kube, namespace: str, timeout: float = 15) -> None:
+def wait_cleared(kube: Kube, namespace: str, reason: str = "NoCrashLoop", timeout: float = 15) -> None:
+    """Until crashwatch has withdrawn its failure from both objects, `Stalled=False` with `reason`:
+    NoCrashLoop when the component recovered, SpecReplaced when a spec change replaced its Pods."""
     kube.wait_for(
         f"{dcds(namespace)}/{DCD}",
-        lambda dcd: (
-            conditions(dcd)["Available"]["reason"] != "ContainerCrashLooping" and stalled(dcd, "False", "NoCrashLoop")
-        ),
+        lambda dcd: conditions(dcd)["Available"]["reason"] != "ContainerCrashLooping" and stalled(dcd, "False", reason),
         timeout,
     )
     kube.wait_for(
         f"{dgds(namespace)}/{GRAPH}",
-        lambda dgd: dgd["status"].get("state") != "failed" and stalled(dgd, "False", "NoCrashLoop"),
+        lambda dgd: dgd["status"].get("state") != "failed" and stalled(dgd, "False", reason),
         timeout,
     )
 
@@ -300,7 +300,8 @@ def test_helm_install_wait_fails_within_seconds_of_the_crash_loop_and_the_upgrad
                 f"but latest observed generation is {generation}",
             }
             fix(kube, namespace)
-            wait_cleared(kube, namespace)
+            # the failure ends with the upgrade that replaced the crash-looping Pod's spec, not by recovering
+            wait_cleared(kube, namespace, "SpecReplaced")
             time.sleep(1)
             assert upgrade.poll() is None, log.read_text()  # the graph is not ready until the operator says so
             operator_reports_ready(kube, namespace)

@@ -161,6 +161,19 @@ def ready_flips(pods: list[Seen], since: float) -> int:
     return flips
 
 
+def crashed_after(pods: Recorder, restarts: int) -> bool:
+    """Whether a run of the worker after its `restarts`-th restart has crashed. Asked of every version the
+    watch delivered, not of the Pod now: that run may have started and crashed while the test was busy
+    (restarting crashwatch, say), and the next crash is a backoff of minutes away."""
+    for seen in pods.snapshot():
+        main = worker_main(seen.obj)
+        if main is None or seen.obj["metadata"].get("deletionTimestamp") or main["restartCount"] <= restarts:
+            continue
+        if main.get("state", {}).get("terminated", {}).get("exitCode") not in (None, 0):
+            return True
+    return False
+
+
 def restarts(kube: Kube, namespace: str) -> int:
     counts = [
         (worker_main(p) or {}).get("restartCount", 0)
@@ -252,18 +265,7 @@ def test_a_real_crash_loop_beside_the_real_operator_reads_failed_until_the_fix(
                 # through one more run of the container (Ready for a moment) and its crash: the operator
                 # writes `successful` on the Ready flip, crashwatch's verdict must hold
                 seen_restarts = restarts(kube, namespace)
-                eventually(lambda: restarts(kube, namespace) > seen_restarts, 120, "one more restart", step=0.5)
-                after_restart = time.monotonic()
-                eventually(
-                    lambda: any(
-                        (worker_main(s.obj) or {}).get("state", {}).get("terminated")
-                        for s in pod_versions.snapshot()
-                        if s.at > after_restart
-                    ),
-                    60,
-                    "its crash",
-                    step=0.2,
-                )
+                eventually(lambda: crashed_after(pod_versions, seen_restarts), 180, "one more run's crash", step=0.2)
             install_output = install_log.read_text(errors="replace")
             loop_at = loop_began(pod_versions.snapshot())
             assert loop_at is not None
@@ -903,18 +905,7 @@ def test_an_operator_restart_and_a_crashwatch_restart_mid_loop_change_nothing_a_
         # crashwatch restarts (the first one stopped), while the worker still crash-loops
         with crashwatch(controllers, namespace) as second:
             second.wait_synced(60)
-            eventually(lambda: restarts(kube, namespace) > seen_restarts, 120, "one more restart", step=0.5)
-            after_restart = time.monotonic()
-            eventually(
-                lambda: any(
-                    (worker_main(s.obj) or {}).get("state", {}).get("terminated")
-                    for s in pod_versions.snapshot()
-                    if s.at > after_restart
-                ),
-                60,
-                "its crash",
-                step=0.2,
-            )
+            eventually(lambda: crashed_after(pod_versions, seen_restarts), 180, "one more run's crash", step=0.2)
             controllers.stop_operator()
             operators.wait_operator_ready(controllers)
             eventually(lambda: failed(kube.get(path)), 60, "the DGD failed after the second operator restart")
