@@ -3,6 +3,7 @@
     sudo .venv/bin/python -m bench.realnode_upgrade                # 20 rounds: about 15 minutes
     sudo .venv/bin/python -m bench.realnode_upgrade --rounds 3
     sudo .venv/bin/python -m bench.realnode_upgrade --rounds 20 --load 2   # beside 2 busy processes
+    sudo .venv/bin/python -m bench.realnode_upgrade --no-admission  # without crashwatch's admission webhook
 
 It starts the real node of tests/realnode.py with the real operator on its control plane (tests/operators.py
 on_node: needs root, scripts/build-node's parts and scripts/build-operator's operator), `crashwatch run`
@@ -22,6 +23,11 @@ operator's write is found by the resourceVersion it was based on, crashwatch's (
 log shows without one) as the n-th of its DGD status patches after Helm's spec write. `--load N` runs N
 busy Python loops from the moment the node is up to the end, as a machine busy with a whole test run
 would be; each loop ends when the bench does (it watches its parent), whatever way the bench ends.
+
+crashwatch runs with its status admission webhook (`run --admission-address`, registered for the bench's
+namespace as docs/status.md shows): the API server asks it before storing the operator's status, and the
+operator's first status of the fix's generation then carries the withdrawal ("answered"), whoever is
+faster. `--no-admission` measures the race without it.
 
 Targets: the upgrade succeeds in every round, and no version at a fix's generation reads Failed.
 """
@@ -47,6 +53,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import operators  # noqa: E402
 import yaml  # noqa: E402
 from dynamo import conditions, dgds  # noqa: E402
+from envtest import free_port  # noqa: E402
 from helm import Helm  # noqa: E402
 from kube import Kube, eventually  # noqa: E402
 from operators import OPERATOR_USER  # noqa: E402
@@ -185,7 +192,9 @@ def stalled(obj: dict[str, Any]) -> bool:
 class Race:
     """One round's race at the fix's generation."""
 
-    outcome: str  # won (the withdrawal came first), lost, or why neither can be said
+    # won (the withdrawal came first), lost, answered (the operator's write carried it: the admission
+    # webhook's answer), or why none can be said
+    outcome: str
     margin_ms: float | None = None  # the operator's status minus the withdrawal, by the audit log
     detail: str = ""
 
@@ -208,6 +217,8 @@ def race(history: list[operators.Seen], new: int, began: float, audit: list[dict
     outcome = "lost" if withdrawal is None or status < withdrawal else "won"
     if withdrawal is None:
         return Race(outcome, None, "no withdrawal seen")
+    if withdrawal == status:
+        return Race("answered", None, "the operator's first status of the generation carried the withdrawal")
     watch_ms = (versions[status].at - versions[withdrawal].at) * 1000
     watch = f"watch arrivals {watch_ms:+.1f} ms"
     rv = [s.obj["metadata"]["resourceVersion"] for s in versions]
@@ -251,14 +262,30 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=20, help="how many times to break and fix the worker")
     parser.add_argument("--load", type=int, default=0, help="busy Python processes to run beside it all along")
+    parser.add_argument(
+        "--no-admission",
+        dest="admission",
+        action="store_false",
+        help="crashwatch without its status admission webhook: the race as it is without it",
+    )
     args = parser.parse_args()
     if args.rounds < 1 or args.load < 0:
         parser.error("--rounds must be at least 1 and --load at least 0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the node and its control plane on the way out
-    return bench(args.rounds, args.load)
+    return bench(args.rounds, args.load, args.admission)
 
 
-def bench(rounds: int, load: int) -> int:
+def admission_args(kube: Kube, folder: Path) -> tuple[str, ...]:
+    """crashwatch's status admission webhook, registered for the bench's namespace: its flags."""
+    certs = operators.webhook_certs(()).write(folder)
+    port = free_port()
+    hook = operators.status_webhook("crashwatch-bench", NAMESPACE, port, (certs / "ca.crt").read_bytes())
+    kube.create(operators.WEBHOOKS, hook)
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    return ("--admission-address", f"127.0.0.1:{port}", *tls)
+
+
+def bench(rounds: int, load: int, admission: bool = True) -> int:
     folders = operators.Folders("bench-realnode-upgrade")
     cluster = operators.on_node(folders, lws=False)  # type: ignore[arg-type]
     try:
@@ -281,6 +308,8 @@ def bench(rounds: int, load: int) -> int:
         kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
         audit = Audit(controllers.plane.audit_log)
         watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
+        if admission:
+            watching += admission_args(kube, folders.mktemp("webhook"))
         with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
             adopt(kube, helm, image, broken(0))
@@ -335,7 +364,13 @@ def bench(rounds: int, load: int) -> int:
         print(f"upgrade time: median {statistics.median(times):.1f}s, max {max(times):.1f}s")
     won = sum(1 for r in races if r.outcome == "won")
     lost = sum(1 for r in races if r.outcome == "lost")
-    print(f"race beside {load} busy processes: {won} won, {lost} lost, {len(races) - won - lost} unknown")
+    answered = sum(1 for r in races if r.outcome == "answered")
+    other = len(races) - won - lost - answered
+    webhook = "with" if admission else "without"
+    print(
+        f"race beside {load} busy processes, {webhook} the admission webhook: {won} won, {lost} lost, "
+        f"{answered} answered by the webhook (the operator's first status carried the withdrawal), {other} unknown"
+    )
     margins = [r.margin_ms for r in races if r.margin_ms is not None]
     if margins:
         print(

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
     from crashwatch.logs import StderrLogger
     from pipeline.diagnoses import Settings
+    from sinks.admission import AdmissionSettings
 
 REPLAY_EXAMPLES = """\
 examples:
@@ -84,7 +85,7 @@ is not written again. Needs get/list/watch on pods, deployments and the Dynamo C
 get/patch on their status subresources, and create/patch on events.k8s.io events.
 
 exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
-to list/watch, 78 no usable kubeconfig or --http-address, 130 stopped by Ctrl-C.
+to list/watch, 78 no usable kubeconfig, --http-address or --admission-address, 130 stopped by Ctrl-C.
 """
 
 TAIL_EXAMPLES = """\
@@ -278,6 +279,46 @@ def _leader_options(parser: argparse.ArgumentParser) -> None:
             metavar="DURATION",
             help=f"{what} (default: {default:g}s)",
         )
+
+
+def _admission_options(parser: argparse.ArgumentParser) -> None:
+    """`run` only: the status admission webhook (sinks.admission), off unless asked for."""
+    group = parser.add_argument_group(
+        "status admission webhook (docs/status.md: a fix shipped as a spec change, and the operator's first status)"
+    )
+    group.add_argument(
+        "--admission-address",
+        type=_address,
+        metavar="[HOST]:PORT",
+        help="serve the mutating webhook for DCD and DGD status writes there over HTTPS, at /admit-status; "
+        "port 0 picks a free one (default: not served; needs --tls-cert-file and --tls-private-key-file)",
+    )
+    group.add_argument(
+        "--tls-cert-file", metavar="FILE", help="the webhook's serving certificate (PEM), its chain after it"
+    )
+    group.add_argument("--tls-private-key-file", metavar="FILE", help="the private key of --tls-cert-file (PEM)")
+    group.add_argument(
+        "--admission-wait",
+        type=_duration,
+        default=1.0,
+        metavar="DURATION",
+        help="how long an answer may wait for the watch to bring the generation being written, before the "
+        "write is let through as it is (default: 1s; keep it under the webhook's timeoutSeconds)",
+    )
+
+
+def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> AdmissionSettings | None:
+    address = getattr(args, "admission_address", None)
+    if address is None:
+        if getattr(args, "tls_cert_file", None) or getattr(args, "tls_private_key_file", None):
+            parser.error("--tls-cert-file and --tls-private-key-file are for --admission-address")
+        return None
+    if not args.tls_cert_file or not args.tls_private_key_file:
+        parser.error("--admission-address needs --tls-cert-file and --tls-private-key-file")
+    from sinks.admission import AdmissionSettings
+
+    host, port = address
+    return AdmissionSettings(host, port, args.tls_cert_file, args.tls_private_key_file, args.admission_wait)
 
 
 def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LeaderSettings | None:
@@ -527,6 +568,7 @@ def build_parser() -> argparse.ArgumentParser:
     _shard_options(run)
     _events_options(run)
     _leader_options(run)
+    _admission_options(run)
 
     tail = commands.add_parser(
         "tail",
@@ -786,7 +828,8 @@ def _run(argv: Sequence[str] | None) -> int:
             )
         if args.command in ("run", "tail", "record"):
             _namespace_filter(parser, args)
-            return _live(args, log, leader=_leader_settings(parser, args))
+            leader = _leader_settings(parser, args)
+            return _live(args, log, leader=leader, admission=_admission_settings(parser, args))
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
             if args.command == "wait" and (names is None) != bool(args.all):
@@ -811,6 +854,7 @@ def _live(
     log: StderrLogger,
     graphs: list[str] | None = None,
     leader: LeaderSettings | None = None,
+    admission: AdmissionSettings | None = None,
 ) -> int:
     from crashwatch.live import LiveOptions, run_live
     from sinks.events import EventSettings
@@ -844,6 +888,7 @@ def _live(
             record=record,
             grace_period=getattr(args, "grace_period", 0.0),
             http_address=getattr(args, "http_address", None),
+            admission=admission,
             graphs=graphs,
             timeout=getattr(args, "timeout", None),
             group_window=args.group_window,

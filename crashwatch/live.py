@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import math
 import signal
+import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -51,6 +52,7 @@ from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
+from sinks.admission import AdmissionServer, AdmissionSettings
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
 from sinks.logs import LogReader, print_lines_with_logs
@@ -96,6 +98,7 @@ class LiveOptions:
     diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     grace_period: float = 10.0
     http_address: tuple[str | None, int] | None = None  # serve /healthz, /readyz, /metrics there
+    admission: AdmissionSettings | None = None  # run: serve the status admission webhook (sinks.admission)
     watch: WatchSettings = field(default_factory=WatchSettings)
     patch: PatchSettings = field(default_factory=PatchSettings)
     leader: LeaderSettings | None = None  # run --leader-elect: write status only while holding this Lease
@@ -154,30 +157,18 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         namespace = options.leader.namespace or default_namespace(client)
         elector = LeaderElector(client, namespace, options.leader, log, on_gain=lambda: life.replan())
         life.is_leader = elector.is_leader
-    metrics: Metrics | None = None
-    server: HttpServer | None = None
-    if options.http_address is not None:
-        metrics = Metrics()
-        if spec.leads:
-            metrics.lead(life.is_leader)
-        host, port = options.http_address
-        server = HttpServer(
-            host, port, metrics, lambda: _not_ready(life), elector.describe if elector is not None else None
-        )
-        try:
-            url = await server.start()
-        except OSError as exc:
-            log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}", "error")
-            await client.close()
-            return exitcodes.CONFIG
-        log(f"serving /healthz, /readyz and /metrics at {url}")
+    served = await _servers(options, log, life, elector)
+    if served is None:
+        await client.close()
+        return exitcodes.CONFIG
+    metrics, server, admission = served
     try:
         async with anyio.create_task_group() as tg:
             # from the start: a stop while the server is still unreachable too
             tg.start_soon(_signals, life, options.grace_period, log)
             if elector is not None:
                 tg.start_soon(_lead, elector, log)
-            code = await _watch(client, options, out, log, life, metrics, deadline)
+            code = await _watch(client, options, out, log, life, metrics, deadline, admission)
             if life.stopping:
                 code = life.code
             tg.cancel_scope.cancel()
@@ -189,8 +180,58 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
                 await elector.release()
             if server is not None:
                 await server.stop()
+            if admission is not None:
+                await admission.stop()
             await client.close()
     return code
+
+
+async def _servers(
+    options: LiveOptions, log: Logger, life: _Lifecycle, elector: LeaderElector | None
+) -> tuple[Metrics | None, HttpServer | None, AdmissionServer | None] | None:
+    """The metrics and the servers the options ask for, listening; None once it said why one cannot."""
+    metrics: Metrics | None = None
+    server: HttpServer | None = None
+    if options.http_address is not None:
+        metrics = Metrics()
+        if COMMANDS[options.command].leads:
+            metrics.lead(life.is_leader)
+        host, port = options.http_address
+        server = HttpServer(
+            host, port, metrics, lambda: _not_ready(life), elector.describe if elector is not None else None
+        )
+        try:
+            url = await server.start()
+        except OSError as exc:
+            log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}", "error")
+            return None
+        log(f"serving /healthz, /readyz and /metrics at {url}")
+    admission: AdmissionServer | None = None
+    if options.admission is not None:
+        admission = await _admission(options.admission, log)
+        if admission is None:
+            if server is not None:
+                await server.stop()
+            return None
+    return metrics, server, admission
+
+
+async def _admission(settings: AdmissionSettings, log: Logger) -> AdmissionServer | None:
+    """The webhook's server, listening; None once it said why it cannot."""
+    try:
+        admission = AdmissionServer(settings, log, now_rfc3339)
+    except (OSError, ssl.SSLError) as exc:
+        files = f"{settings.certificate} and {settings.key}"
+        log(f"cannot use --tls-cert-file and --tls-private-key-file ({files}): {exc.strerror or exc}", "error")
+        return None
+    try:
+        url = await admission.start()
+    except OSError as exc:
+        where = f"{settings.host or ''}:{settings.port}"
+        log(f"cannot listen on {where} for --admission-address: {exc.strerror or exc}", "error")
+        return None
+    log(f"serving the status admission webhook at {url}")
+    return admission
 
 
 async def _lead(elector: LeaderElector, log: Logger) -> None:
@@ -235,6 +276,7 @@ async def _watch(
     life: _Lifecycle,
     metrics: Metrics | None,
     deadline: float = math.inf,
+    admission: AdmissionServer | None = None,
 ) -> int:
     spec = COMMANDS[options.command]
     found = await _resources(client, options, spec, log, deadline)
@@ -264,6 +306,8 @@ async def _watch(
                 return True
 
             tg.start_soon(pipeline_stage, wiring.receive_events, sinks, pipeline, report)
+            if admission is not None:
+                admission.attach(pipeline.aggregator.admit)
             await wiring.watch(resources, scopes, deadline)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
@@ -272,6 +316,8 @@ async def _watch(
         code = exitcodes.NOPERM if any(exc.forbidden for exc in fatal) else exitcodes.UNAVAILABLE
     finally:
         life.replan = lambda: None
+        if admission is not None:
+            admission.attach(None)
         wiring.close_recorder()
     return _judged(code, judge)
 

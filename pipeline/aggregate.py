@@ -595,22 +595,56 @@ class Aggregator:
             workload = backend.workload(key, component, dcd.generation)
             if workload is not None:
                 break
+        available = dcd_available(dcd, finding, workload, self._all_failed)
+        return self._want(("dcd", key), dcd, (available, self._dcd_stalled(dcd, component, finding)), None, now)
+
+    def _dcd_stalled(
+        self, dcd: StatusView, component: ComponentKey | None, finding: Finding | None
+    ) -> Condition | None:
         replaced = finding is None and component is not None and component in self._replacing
-        decided = (dcd_available(dcd, finding, workload, self._all_failed), dcd_stalled(dcd, finding, replaced))
-        return self._want(("dcd", key), dcd, decided, None, now)
+        return dcd_stalled(dcd, finding, replaced)
 
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
         dgd = self._effective(("dgd", graph), self.dgds.get(graph))
         if dgd is None or not self.synced:
             return []
-        graph_state = self._graphs.get(graph)
-        verdict = graph_state.verdict if graph_state is not None else HEALTHY
+        verdict = self._verdict(graph)
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
         ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None], self._all_failed)
         state, condition = ready if ready is not None else (None, None)
+        return self._want(("dgd", graph), dgd, (condition, self._dgd_stalled(dgd, graph, verdict)), state, now)
+
+    def _verdict(self, graph: GraphKey) -> GraphVerdict:
+        graph_state = self._graphs.get(graph)
+        return graph_state.verdict if graph_state is not None else HEALTHY
+
+    def _dgd_stalled(self, dgd: StatusView, graph: GraphKey, verdict: GraphVerdict) -> Condition | None:
         replaced = bool(self._replacing) and not verdict.failed and self._replacing_in(graph)
-        withdrawn = dgd_stalled(dgd, verdict, replaced)
-        return self._want(("dgd", graph), dgd, (condition, withdrawn), state, now)
+        return dgd_stalled(dgd, verdict, replaced)
+
+    def admit(self, view: StatusView, now: str) -> tuple[bool, StatusWanted | None]:
+        """Another writer's status write of a DCD or DGD, as crashwatch would have its `Stalled` read:
+        the write with crashwatch's `Stalled` merged in, or None to let it through as it is (sinks.admission
+        asks, before the write lands). First, whether that is known: not while the pipeline has not seen
+        the object at the generation the write is made on, since the spec change that may withdraw the
+        failure has yet to come in. An object the pipeline does not hold (another shard's, one recreated
+        under its name) is not crashwatch's to say anything of."""
+        if not self.synced:
+            return False, None
+        dgd = isinstance(view, DgdView)
+        key = (view.namespace, view.name)
+        held = self.dgds.get(key) if dgd else self.dcds.get(key)
+        if held is None or held.uid != view.uid:
+            return True, None
+        if held.generation < view.generation:
+            return False, None
+        if dgd:
+            stalled = self._dgd_stalled(view, key, self._verdict(key))
+        else:
+            component = self._dcd_component(view)
+            state = self._components.get(component) if component is not None else None
+            stalled = self._dcd_stalled(view, component, state.reported if state is not None else None)
+        return True, (wanted_status(view, (stalled,), None, now) if stalled is not None else None)
 
     def _replacing_in(self, graph: GraphKey) -> bool:
         """Whether a spec change is replacing one of the graph's components: a failure that clears now

@@ -226,6 +226,44 @@ def lws_webhooks(src: Path, port: int, ca: bytes) -> list[dict[str, Any]]:
     return docs
 
 
+WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+
+def status_webhook(name: str, namespace: str, port: int, ca: bytes) -> dict[str, Any]:
+    """crashwatch's status admission webhook as docs/status.md configures it, in URL form (crashwatch runs
+    beside the control plane), for one namespace's DCDs and DGDs."""
+    import base64
+
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": "status.crashwatch.dev",
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/admit-status",
+                    "caBundle": base64.b64encode(ca).decode(),
+                },
+                "rules": [
+                    {
+                        "apiGroups": ["nvidia.com"],
+                        "apiVersions": ["*"],
+                        "operations": ["UPDATE"],
+                        "resources": ["dynamographdeployments/status", "dynamocomponentdeployments/status"],
+                        "scope": "Namespaced",
+                    }
+                ],
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                "failurePolicy": "Ignore",
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+            }
+        ],
+    }
+
+
 # --- the processes -----------------------------------------------------------------------------------------
 
 

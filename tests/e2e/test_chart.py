@@ -217,6 +217,47 @@ def test_on_the_nodes_network_the_watcher_listens_where_its_probes_ask_and_no_se
     assert done.returncode != 0 and "schema" in done.stderr, done.stderr
 
 
+def test_the_status_admission_webhook_is_served_by_the_pods_through_the_service_with_a_certificate_it_trusts(
+    helm: ChartHelm,
+) -> None:
+    import base64
+
+    from cryptography import x509
+
+    docs = helm.template("--set", "admission.enabled=true", "--set", "namespaces={a,b}")
+    secret, hook, service = one(docs, "Secret"), one(docs, "MutatingWebhookConfiguration"), one(docs, "Service")
+    ca = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["ca.crt"]))
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    cert.verify_directly_issued_by(ca)  # raises unless the CA signed it
+    (webhook,) = hook["webhooks"]
+    assert webhook["clientConfig"]["caBundle"] == secret["data"]["ca.crt"]
+    called = webhook["clientConfig"]["service"]
+    name = service["metadata"]["name"]
+    assert (called["name"], called["namespace"], called["path"]) == (name, "crashwatch", "/admit-status")
+    sans = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"{name}.crashwatch.svc" in sans  # the name the API server checks
+    (port,) = [p for p in service["spec"]["ports"] if p["port"] == called["port"]]
+    (rule,) = webhook["rules"]
+    assert rule["resources"] == ["dynamographdeployments/status", "dynamocomponentdeployments/status"]
+    assert (rule["operations"], webhook["failurePolicy"]) == (["UPDATE"], "Ignore")
+    assert webhook["namespaceSelector"]["matchExpressions"][0]["values"] == ["a", "b"]
+    ours = pod_spec(one(docs, "Deployment"))
+    (container,) = ours["containers"]
+    assert {"name": port["targetPort"], "containerPort": 9443} in container["ports"]
+    args = build_parser().parse_args(container["args"])
+    assert args.admission_address == (None, 9443)
+    assert webhook["timeoutSeconds"] > args.admission_wait  # an answer that waits still arrives in time
+    (mount,) = container["volumeMounts"]
+    (volume,) = ours["volumes"]
+    assert (volume["name"], volume["secret"]["secretName"]) == (mount["name"], secret["metadata"]["name"])
+    for path in (args.tls_cert_file, args.tls_private_key_file):
+        assert Path(path).parent == Path(mount["mountPath"]) and Path(path).name in secret["data"]
+    # shards hold a namespace each, and the API server would ask any of them: refused, as is no Service
+    for values in (("--set", "shards.enabled=true"), ("--set", "service.enabled=false")):
+        done = helm.run("template", "x", str(CHART), "--set", "admission.enabled=true", *values)
+        assert done.returncode != 0 and values[1].split("=")[0] in done.stderr, (values, done.stderr)
+
+
 def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: ChartHelm) -> None:
     docs = helm.template("--set", "shards.enabled=true", "--set", "shards.count=4")
     assert "Deployment" not in kinds(docs)

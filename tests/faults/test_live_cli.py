@@ -218,6 +218,35 @@ def test_an_http_address_in_use_exits_78_naming_it(fake: ServedFake, tmp_path: P
     assert result.stderr.count(b"\n") == 1
 
 
+def test_the_admission_webhook_without_a_usable_certificate_or_port_exits_naming_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    from operators import webhook_certs
+
+    config = ("--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    # its flags without one another: a usage error
+    result = run("run", "--admission-address", ":0", *config)
+    assert result.returncode == 2 and b"--admission-address needs --tls-cert-file" in result.stderr
+    result = run("run", "--tls-cert-file", "x", *config)
+    assert result.returncode == 2 and b"are for --admission-address" in result.stderr
+    # files that cannot be read, or a port in use: one line, exit 78, before anything is watched
+    missing = str(tmp_path / "missing.crt")
+    tls = ("--tls-cert-file", missing, "--tls-private-key-file", missing)
+    result = run("run", "--admission-address", "127.0.0.1:0", *tls, *config)
+    assert result.returncode == 78 and result.stderr.count(b"\n") == 1, result.stderr
+    assert f"cannot use --tls-cert-file and --tls-private-key-file ({missing} and {missing})".encode() in result.stderr
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("run", "--admission-address", f"127.0.0.1:{port}", *tls, *config)
+    assert result.returncode == 78 and result.stderr.count(b"\n") == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port} for --admission-address".encode() in result.stderr
+    assert fake.api.requests_of("GET", "pods", watch=False) == []
+
+
 def test_stopped_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
     served = ServedFake()
     config = served.api.kubeconfig(tmp_path)

@@ -3,6 +3,7 @@ a fix never reads failed at its new generation because of Pods on their way out;
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from builders import container, dcd, dgd, event, labels, lws, lws_pod, pod
@@ -10,11 +11,18 @@ from lwsgroups import at as group_at
 from lwsgroups import components, feed, incarnation
 
 from pipeline.aggregate import NONE_MESSAGE, REPLACED_MESSAGE
-from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
+from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted, condition_dict
 from pipeline.pipeline import Pipeline
 from pipeline.rollouts import REPLACEMENT_GRACE, replaced
+from pipeline.views import StatusView, status_view
 from sinks.events import occurrences
-from stream.model.objects import ComponentTemplate, GraphTemplates, graph_templates
+from stream.model.objects import (
+    ComponentTemplate,
+    DynamoComponentDeployment,
+    DynamoGraphDeployment,
+    GraphTemplates,
+    graph_templates,
+)
 
 WINDOW = 90.0
 
@@ -270,3 +278,80 @@ def test_a_spec_change_ends_an_lws_group_loop_and_a_loop_of_the_new_spec_must_bu
     said = changes(pipeline.feed([event("ADDED", lws_pod(incarnation=5), group_at(50))]))
     assert said[0][0] == "component" and said[0][1] is not None
     assert said[-1] == ("graph", True, "component_crash_looping")
+
+
+# --- another writer's status, as crashwatch answers it before it lands (sinks.admission) -----------------
+
+
+def status_of(obj: dict[str, Any]) -> StatusView:
+    decoded = event("MODIFIED", obj).object
+    assert isinstance(decoded, DynamoGraphDeployment | DynamoComponentDeployment)
+    return status_view(decoded)
+
+
+def with_stalled(obj: dict[str, Any], status: str, reason: str, generation: int = 1) -> dict[str, Any]:
+    """`obj` carrying crashwatch's `Stalled` as the operator keeps it."""
+    stalled = {"type": "Stalled", "status": status, "reason": reason, "message": "m", "observedGeneration": generation}
+    obj["status"]["conditions"].append(stalled | {"lastTransitionTime": "2026-11-20T10:00:05Z"})
+    return obj
+
+
+def said_stalled(wanted: StatusWanted | None) -> tuple[str, str] | None:
+    if wanted is None:
+        return None
+    (condition,) = wanted.decided
+    return condition.status, condition.reason
+
+
+def test_the_operators_first_status_of_the_fixs_generation_is_answered_with_the_withdrawal() -> None:
+    """The operator's write moves observedGeneration to the fix while keeping our Stalled=True: the answer
+    waits for the spec change, then gives the write Stalled=False (SpecReplaced), its other conditions kept."""
+    pipeline = Pipeline(recovery_window=WINDOW)
+    pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
+    looping(pipeline)
+    fix = graph(FRONTEND, component("Decode", "decode", "fixed"), generation=2)
+    operators = with_stalled(copy.deepcopy(fix), "True", "ComponentCrashLooping")
+    operators["status"]["observedGeneration"] = 2
+    aggregator = pipeline.aggregator
+    # not yet: the watch has not brought the spec change
+    assert aggregator.admit(status_of(operators), at(10)) == (False, None)
+    pipeline.feed([event("MODIFIED", with_stalled(copy.deepcopy(fix), "True", "ComponentCrashLooping"), at(10))])
+    known, wanted = aggregator.admit(status_of(operators), at(10.1))
+    assert known and said_stalled(wanted) == ("False", "SpecReplaced")
+    assert wanted is not None
+    assert [c.type for c in wanted.conditions] == ["Ready", "Stalled"]  # the operator's Ready kept, in place
+    # a write that already says it is let through as it is
+    withdrawn = with_stalled(copy.deepcopy(fix), "False", "SpecReplaced")
+    assert aggregator.admit(status_of(withdrawn), at(11)) == (True, None)
+
+
+def test_while_the_crash_loop_holds_a_write_keeps_the_failure_and_one_that_drops_it_gets_it_back() -> None:
+    pipeline = Pipeline(recovery_window=WINDOW)
+    pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
+    looping(pipeline)
+    aggregator = pipeline.aggregator
+    known, wanted = aggregator.admit(status_of(graph(FRONTEND, WORKER)), at(6))
+    assert known and said_stalled(wanted) == ("True", "ComponentCrashLooping")
+    assert wanted is not None
+    kept = graph(FRONTEND, WORKER)
+    kept["status"]["conditions"] = [condition_dict(c) for c in wanted.conditions]
+    assert aggregator.admit(status_of(kept), at(7)) == (True, None)
+    kept["status"]["conditions"][-1]["message"] = "words of an older finding"
+    assert said_stalled(aggregator.admit(status_of(kept), at(7))[1]) == ("True", "ComponentCrashLooping")
+    component_write = with_stalled(dcd("g-decode", component="Decode"), "False", "NoCrashLoop")
+    known, wanted = aggregator.admit(status_of(component_write), at(6))
+    assert known and said_stalled(wanted) == ("True", "ContainerCrashLooping")
+
+
+def test_a_status_write_of_an_object_the_pipeline_does_not_hold_is_let_through_at_once() -> None:
+    pipeline = looping(Pipeline(recovery_window=WINDOW))
+    aggregator = pipeline.aggregator
+    stranger = with_stalled(dgd(name="other"), "True", "ComponentCrashLooping")
+    assert aggregator.admit(status_of(stranger), at(6)) == (True, None)
+    recreated = graph(FRONTEND, WORKER)
+    recreated["metadata"]["uid"] = "a-new-uid"
+    assert aggregator.admit(status_of(recreated), at(6)) == (True, None)
+    # and nothing is said before the first list is complete
+    unsynced = Pipeline(recovery_window=WINDOW, synced=False)
+    unsynced.feed([event("ADDED", graph(FRONTEND, WORKER), at(0))])
+    assert unsynced.aggregator.admit(status_of(graph(FRONTEND, WORKER)), at(1)) == (False, None)

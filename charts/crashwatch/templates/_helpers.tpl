@@ -150,12 +150,32 @@ spec:
         - --leader-elect-retry-period
         - {{ .Values.leaderElection.retryPeriod }}
         {{- end }}
+        {{- if .Values.admission.enabled }}
+        - --admission-address
+        - {{ printf ":%d" (int .Values.admission.port) | quote }}
+        - --tls-cert-file
+        - /etc/crashwatch/admission/tls.crt
+        - --tls-private-key-file
+        - /etc/crashwatch/admission/tls.key
+        - --admission-wait
+        - {{ .Values.admission.wait }}
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}
       ports:
         - name: http
           containerPort: {{ .Values.http.port }}
+        {{- if .Values.admission.enabled }}
+        - name: admission
+          containerPort: {{ .Values.admission.port }}
+        {{- end }}
+      {{- if .Values.admission.enabled }}
+      volumeMounts:
+        - name: admission
+          mountPath: /etc/crashwatch/admission
+          readOnly: true
+      {{- end }}
       # ready once every watch has listed, leader or not; alive while the process answers
       readinessProbe:
         httpGet:
@@ -178,4 +198,10 @@ spec:
         {{- toYaml .Values.resources | nindent 8 }}
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
+  {{- if .Values.admission.enabled }}
+  volumes:
+    - name: admission
+      secret:
+        secretName: {{ include "crashwatch.fullname" . }}-admission
+  {{- end }}
 {{- end }}

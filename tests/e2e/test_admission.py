@@ -1,0 +1,79 @@
+"""The status admission webhook on the test control plane: the API server asks `crashwatch run
+--admission-address` before it stores another writer's DGD status, over TLS, and stores the answer.
+
+The race it closes (docs/status.md): a fix shipped as a spec change, and the operator's first status of
+the new generation, made from the object as it read it, `Stalled=True` kept and status.observedGeneration
+moved to the new generation, which kstatus reads as Failed. Here that write is sent right after the spec
+change, as the operator does, before crashwatch could have withdrawn anything; the webhook answers it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import envtest
+import pytest
+from dynamo import conditions, dgds, labelled_pod, make_graph
+from kube import Kube, crash_loop
+from operators import WEBHOOKS, Recorder, status_webhook, webhook_certs
+from watcher import Watcher, kubeconfig_args
+
+pytestmark = pytest.mark.e2e
+
+GRAPH = "llm"
+
+
+def spec(image: str) -> dict[str, Any]:
+    return {"services": {"worker": {"componentType": "worker", "extraPodSpec": {"mainContainer": {"image": image}}}}}
+
+
+def stalled(obj: dict[str, Any]) -> tuple[str, str] | None:
+    condition = conditions(obj).get("Stalled")
+    return (condition["status"], condition["reason"]) if condition is not None else None
+
+
+def test_the_operators_first_status_of_the_fixs_generation_is_stored_with_the_withdrawal(
+    control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    make_graph(kube, namespace, deployments=False)
+    path = f"{dgds(namespace)}/{GRAPH}"
+    kube.merge_patch(path, {"spec": spec("registry.invalid/worker:1")})
+    labelled_pod(kube, namespace, f"{GRAPH}-worker-0", GRAPH, "worker")
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    port = envtest.free_port()
+    name = f"crashwatch-{namespace}"
+    kube.create(WEBHOOKS, status_webhook(name, namespace, port, (certs / "ca.crt").read_bytes()))
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    args = ("run", "-n", namespace, "--admission-address", f"127.0.0.1:{port}", *tls)
+    try:
+        with Watcher(*args, *kubeconfig_args(control_plane.kubeconfig)) as watcher:
+            watcher.wait_synced()
+            crash_loop(kube, namespace, f"{GRAPH}-worker-0")
+            kube.wait_for(path, lambda dgd: stalled(dgd) == ("True", "ComponentCrashLooping"), 15)
+            versions = Recorder(kube, dgds(namespace))
+            try:
+                # the fix, and at once the operator's first status of its generation, made from the object
+                # as it read it: our Stalled=True kept, status.observedGeneration moved to the new spec
+                fixed = kube.merge_patch(path, {"spec": spec("registry.invalid/worker:2")})
+                generation = fixed["metadata"]["generation"]
+                operators = {"observedGeneration": generation, "conditions": fixed["status"]["conditions"]}
+                assert stalled(fixed) == ("True", "ComponentCrashLooping")
+                stored = kube.merge_patch(f"{path}/status", {"status": operators})
+                assert stored["status"]["observedGeneration"] == generation
+                assert stalled(stored) == ("False", "SpecReplaced")
+                assert conditions(stored)["Ready"] == conditions(fixed)["Ready"]  # the operator's own, as it wrote it
+                watcher.wait_for(lambda: any("another writer's status write made to say" in e for e in watcher.err))
+                time.sleep(1)  # room for crashwatch's own writes, and any wrong one
+                seen = [s.obj for s in versions.snapshot(GRAPH)]
+            finally:
+                versions.close()
+            # no version says Stalled=True of the new generation, whatever landed after the operator's write
+            current = [o for o in seen if o.get("status", {}).get("observedGeneration") == generation]
+            assert current and all(stalled(o) != ("True", "ComponentCrashLooping") for o in current), seen
+        # crashwatch gone: the API server lets status writes through (failurePolicy Ignore)
+        after = kube.merge_patch(f"{path}/status", {"status": {"state": "pending"}})
+        assert after["status"]["state"] == "pending"
+    finally:
+        kube.delete(f"{WEBHOOKS}/{name}")
