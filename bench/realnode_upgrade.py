@@ -53,7 +53,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 import operators  # noqa: E402
 import yaml  # noqa: E402
 from dynamo import conditions, dgds  # noqa: E402
-from envtest import free_port  # noqa: E402
 from helm import Helm  # noqa: E402
 from kube import Kube, eventually  # noqa: E402
 from operators import OPERATOR_USER  # noqa: E402
@@ -275,16 +274,6 @@ def main() -> int:
     return bench(args.rounds, args.load, args.admission)
 
 
-def admission_args(kube: Kube, folder: Path) -> tuple[str, ...]:
-    """crashwatch's status admission webhook, registered for the bench's namespace: its flags."""
-    certs = operators.webhook_certs(()).write(folder)
-    port = free_port()
-    hook = operators.status_webhook("crashwatch-bench", NAMESPACE, port, (certs / "ca.crt").read_bytes())
-    kube.create(operators.WEBHOOKS, hook)
-    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
-    return ("--admission-address", f"127.0.0.1:{port}", *tls)
-
-
 def bench(rounds: int, load: int, admission: bool = True) -> int:
     folders = operators.Folders("bench-realnode-upgrade")
     cluster = operators.on_node(folders, lws=False)  # type: ignore[arg-type]
@@ -309,7 +298,7 @@ def bench(rounds: int, load: int, admission: bool = True) -> int:
         audit = Audit(controllers.plane.audit_log)
         watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
         if admission:
-            watching += admission_args(kube, folders.mktemp("webhook"))
+            watching += operators.admission_args(kube, NAMESPACE, folders.mktemp("webhook"), "crashwatch-bench")
         with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
             adopt(kube, helm, image, broken(0))

@@ -264,6 +264,18 @@ def status_webhook(name: str, namespace: str, port: int, ca: bytes) -> dict[str,
     }
 
 
+def admission_args(kube: Kube, namespace: str, folder: Path, name: str) -> tuple[str, ...]:
+    """Register crashwatch's status admission webhook for `namespace` (configuration `name`, on a port
+    of its own, with certificates in `folder`): the `crashwatch run` flags that serve it."""
+    import envtest
+
+    certs = webhook_certs(()).write(folder)
+    port = envtest.free_port()
+    kube.create(WEBHOOKS, status_webhook(name, namespace, port, (certs / "ca.crt").read_bytes()))
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    return ("--admission-address", f"127.0.0.1:{port}", *tls)
+
+
 # --- the processes -----------------------------------------------------------------------------------------
 
 
