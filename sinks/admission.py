@@ -31,6 +31,7 @@ from aiohttp import web
 
 from pipeline.outputs import StatusWanted, condition_dict
 from pipeline.views import StatusView, status_view
+from sinks.http_server import listen
 from stream.model.decode import typed_event
 from stream.model.messages import About, Logger
 from stream.model.objects import DynamoComponentDeployment, DynamoGraphDeployment
@@ -72,15 +73,7 @@ class AdmissionServer:
 
     async def start(self) -> str:
         """Listen; the URL of the webhook (the port chosen, when asked for port 0). OSError if it cannot."""
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=self._tls)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            raise
-        host, port = self._runner.addresses[0][:2]
-        return f"https://{f'[{host}]' if ':' in host else host}:{port}{PATH}"
+        return await listen(self._runner, self.host, self.port, self._tls) + PATH
 
     async def stop(self) -> None:
         await self._runner.cleanup()

@@ -10,6 +10,7 @@ sinks.metrics.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 
 from aiohttp import web
@@ -18,6 +19,20 @@ from sinks.metrics import CONTENT_TYPE, Metrics
 
 NotReady = Callable[[], str | None]  # why it is not ready, or None when it is
 Detail = Callable[[], str | None]  # what a ready watcher adds to "ok", e.g. whether it leads
+
+
+async def listen(runner: web.AppRunner, host: str | None, port: int, tls: ssl.SSLContext | None = None) -> str:
+    """Set the runner up and listen (over TLS with `tls`); the URL, with the port chosen when asked for
+    port 0. OSError if it cannot, the runner cleaned up."""
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=tls)
+    try:
+        await site.start()
+    except OSError:
+        await runner.cleanup()
+        raise
+    bound, chosen = runner.addresses[0][:2]
+    return f"{'https' if tls is not None else 'http'}://{f'[{bound}]' if ':' in bound else bound}:{chosen}"
 
 
 class HttpServer:
@@ -36,15 +51,7 @@ class HttpServer:
 
     async def start(self) -> str:
         """Listen; the URL it listens on (the port chosen, when asked for port 0). OSError if it cannot."""
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        try:
-            await site.start()
-        except OSError:
-            await self._runner.cleanup()
-            raise
-        host, port = self._runner.addresses[0][:2]
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        return await listen(self._runner, self.host, self.port)
 
     async def stop(self) -> None:
         await self._runner.cleanup()
