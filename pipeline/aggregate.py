@@ -587,9 +587,7 @@ class Aggregator:
         dcd = self._effective(("dcd", key), self.dcds.get(key))
         if dcd is None or not self.synced:
             return []
-        component = self._dcd_component(dcd)
-        state = self._components.get(component) if component is not None else None
-        finding = state.reported if state is not None else None
+        component, finding = self._dcd_finding(dcd)
         workload = None
         for backend in self.backends:
             workload = backend.workload(key, component, dcd.generation)
@@ -597,6 +595,12 @@ class Aggregator:
                 break
         available = dcd_available(dcd, finding, workload, self._all_failed)
         return self._want(("dcd", key), dcd, (available, self._dcd_stalled(dcd, component, finding)), None, now)
+
+    def _dcd_finding(self, dcd: StatusView) -> tuple[ComponentKey | None, Finding | None]:
+        """The DCD's component, and the finding reported for it (None while it does not crash-loop)."""
+        component = self._dcd_component(dcd)
+        state = self._components.get(component) if component is not None else None
+        return component, (state.reported if state is not None else None)
 
     def _dcd_stalled(
         self, dcd: StatusView, component: ComponentKey | None, finding: Finding | None
@@ -641,9 +645,7 @@ class Aggregator:
         if dgd:
             stalled = self._dgd_stalled(view, key, self._verdict(key))
         else:
-            component = self._dcd_component(view)
-            state = self._components.get(component) if component is not None else None
-            stalled = self._dcd_stalled(view, component, state.reported if state is not None else None)
+            stalled = self._dcd_stalled(view, *self._dcd_finding(view))
         return True, (wanted_status(view, (stalled,), None, now) if stalled is not None else None)
 
     def _replacing_in(self, graph: GraphKey) -> bool:
