@@ -587,14 +587,18 @@ class Aggregator:
         dcd = self._effective(("dcd", key), self.dcds.get(key))
         if dcd is None or not self.synced:
             return []
+        return self._want(("dcd", key), dcd, self._decide_dcd(key, dcd), None, now)
+
+    def _decide_dcd(self, key: ObjectKey, dcd: StatusView) -> tuple[Condition | None, ...]:
+        """The DCD's `Available` and `Stalled` as crashwatch wants them, for the object as `dcd` reads."""
         component, finding = self._dcd_finding(dcd)
         workload = None
         for backend in self.backends:
             workload = backend.workload(key, component, dcd.generation)
             if workload is not None:
                 break
-        available = dcd_available(dcd, finding, workload, self._all_failed)
-        return self._want(("dcd", key), dcd, (available, self._dcd_stalled(dcd, component, finding)), None, now)
+        replaced = finding is None and component is not None and component in self._replacing
+        return dcd_available(dcd, finding, workload, self._all_failed), dcd_stalled(dcd, finding, replaced)
 
     def _dcd_finding(self, dcd: StatusView) -> tuple[ComponentKey | None, Finding | None]:
         """The DCD's component, and the finding reported for it (None while it does not crash-loop)."""
@@ -602,37 +606,33 @@ class Aggregator:
         state = self._components.get(component) if component is not None else None
         return component, (state.reported if state is not None else None)
 
-    def _dcd_stalled(
-        self, dcd: StatusView, component: ComponentKey | None, finding: Finding | None
-    ) -> Condition | None:
-        replaced = finding is None and component is not None and component in self._replacing
-        return dcd_stalled(dcd, finding, replaced)
-
     def _plan_dgd(self, graph: GraphKey, now: str) -> list[Output]:
         dgd = self._effective(("dgd", graph), self.dgds.get(graph))
         if dgd is None or not self.synced:
             return []
-        verdict = self._verdict(graph)
+        decided, state = self._decide_dgd(graph, dgd)
+        return self._want(("dgd", graph), dgd, decided, state, now)
+
+    def _decide_dgd(self, graph: GraphKey, dgd: StatusView) -> tuple[tuple[Condition | None, ...], str | None]:
+        """The DGD's `Ready` and `Stalled`, and its `state`, as crashwatch wants them, for the object as
+        `dgd` reads."""
+        graph_state = self._graphs.get(graph)
+        verdict = graph_state.verdict if graph_state is not None else HEALTHY
         dcds = [self._effective(("dcd", k), self.dcds[k]) for k in self._dcd_by_graph.get(graph)]
         ready = dgd_ready(dgd, verdict, [d for d in dcds if d is not None], self._all_failed)
         state, condition = ready if ready is not None else (None, None)
-        return self._want(("dgd", graph), dgd, (condition, self._dgd_stalled(dgd, graph, verdict)), state, now)
-
-    def _verdict(self, graph: GraphKey) -> GraphVerdict:
-        graph_state = self._graphs.get(graph)
-        return graph_state.verdict if graph_state is not None else HEALTHY
-
-    def _dgd_stalled(self, dgd: StatusView, graph: GraphKey, verdict: GraphVerdict) -> Condition | None:
         replaced = bool(self._replacing) and not verdict.failed and self._replacing_in(graph)
-        return dgd_stalled(dgd, verdict, replaced)
+        return (condition, dgd_stalled(dgd, verdict, replaced)), state
 
     def admit(self, view: StatusView, now: str) -> tuple[bool, StatusWanted | None]:
-        """Another writer's status write of a DCD or DGD, as crashwatch would have its `Stalled` read:
-        the write with crashwatch's `Stalled` merged in, or None to let it through as it is (sinks.admission
-        asks, before the write lands). First, whether that is known: not while the pipeline has not seen
-        the object at the generation the write is made on, since the spec change that may withdraw the
-        failure has yet to come in. An object the pipeline does not hold (another shard's, one recreated
-        under its name) is not crashwatch's to say anything of."""
+        """Another writer's status write of a DCD or DGD, as crashwatch would have it read: the write with
+        what crashwatch decides of it merged in (`Stalled`; `Available` on a DCD, `Ready` and `state` on a
+        DGD, while it reports a failure there), or None to let it through as it is (sinks.admission asks,
+        before the write lands): the same decision as its own next write would make, made on the object as
+        the write would leave it, so that write is not needed. First, whether that is known: not while
+        the pipeline has not seen the object at the generation the write is made on, since the spec change
+        that may withdraw the failure has yet to come in. An object the pipeline does not hold (another
+        shard's, one recreated under its name) is not crashwatch's to say anything of."""
         if not self.synced:
             return False, None
         dgd = isinstance(view, DgdView)
@@ -642,11 +642,8 @@ class Aggregator:
             return True, None
         if held.generation < view.generation:
             return False, None
-        if dgd:
-            stalled = self._dgd_stalled(view, key, self._verdict(key))
-        else:
-            stalled = self._dcd_stalled(view, *self._dcd_finding(view))
-        return True, (wanted_status(view, (stalled,), None, now) if stalled is not None else None)
+        decided, state = self._decide_dgd(key, view) if dgd else (self._decide_dcd(key, view), None)
+        return True, wanted_status(view, tuple(c for c in decided if c is not None), state, now)
 
     def _replacing_in(self, graph: GraphKey) -> bool:
         """Whether a spec change is replacing one of the graph's components: a failure that clears now

@@ -1,13 +1,15 @@
 """The mutating admission webhook on other writers' DCD and DGD status writes (`run --admission-address`).
 
-crashwatch owns the kstatus condition `Stalled` on DCDs and DGDs, and the Dynamo operator keeps it as it
-read it whenever it writes a status. When a spec change (a `helm upgrade` with the fix) replaces the
-crash-looping Pods, the operator's first status of the new generation moves `status.observedGeneration`
-to it while still carrying the old `Stalled=True`; kstatus reads that as Failed, and a `--wait` on the
-upgrade fails, if that write lands before crashwatch's own withdrawal. Both writers learn of the change
-from the same watch, so crashwatch cannot always be first. Asked by the API server before such a write
-is stored, crashwatch answers with the `Stalled` it wants in it: the write then never carries a failure
-crashwatch has withdrawn, whoever is faster.
+The Dynamo operator writes a DGD's whole status from what it computes, keeping the condition types it does
+not own as it read them. Two of its writes undo crashwatch's: on a crash-looping worker's Ready flip it
+writes `successful`, which crashwatch must answer with a write of its own; and when a spec change (a
+`helm upgrade` with the fix) replaces the crash-looping Pods, its first status of the new generation moves
+`status.observedGeneration` to it while still carrying the old `Stalled=True`, which kstatus reads as
+Failed: a `--wait` on the upgrade fails if that write lands before crashwatch's withdrawal. Both writers
+learn of the change from the same watch, so crashwatch cannot always be first. Asked by the API server
+before such a write is stored, crashwatch answers with what it decides of the object put in it (what its
+own next write would say: `Stalled`, and `state`, `Ready` or `Available` while it reports or clears a
+failure there): the write then never undoes crashwatch's verdict, and needs no answer after it.
 
 The answer waits (at most `wait`) until the pipeline has seen the object at the generation of the write,
 since the spec change that withdraws the failure may still be on its way. Anything else, or no answer in
@@ -98,7 +100,7 @@ class AdmissionServer:
         return web.json_response({"apiVersion": version, "kind": "AdmissionReview", "response": answer})
 
     async def answer(self, asked: dict[str, Any]) -> list[dict[str, Any]]:
-        """The JSON patch that gives the written object crashwatch's `Stalled`; empty to let it be."""
+        """The JSON patch that gives the written object crashwatch's decision; empty to let it be."""
         view = _view(asked)
         if view is None:
             return []
@@ -119,18 +121,28 @@ class AdmissionServer:
             await anyio.sleep(STEP)
         if wanted is None:
             return []
-        stalled = wanted.decided[0]
-        conditions = asked["object"].get("status", {}).get("conditions")
-        if type(conditions) is not list:
-            return [{"op": "add", "path": "/status/conditions", "value": [condition_dict(stalled)]}]
-        at = next((i for i, c in enumerate(conditions) if type(c) is dict and c.get("type") == stalled.type), None)
-        where = f"/status/conditions/{at if at is not None else '-'}"
-        self.log(
-            f"{view.kind} {view.namespace}/{view.name}: another writer's status write made to say "
-            f"{stalled.type}={stalled.status} ({stalled.reason})",
-            about=About(view.kind, view.namespace, view.name),
-        )
-        return [{"op": "replace" if at is not None else "add", "path": where, "value": condition_dict(stalled)}]
+        about = About(view.kind, view.namespace, view.name)
+        said = ", ".join(f"{c.type}={c.status} ({c.reason})" for c in wanted.decided)
+        state = f"state {wanted.state}, " if wanted.state is not None and wanted.state != view.state else ""
+        who = f"{view.kind} {view.namespace}/{view.name}"
+        self.log(f"{who}: another writer's status write made to say {state}{said}", about=about)
+        return _patch(asked["object"]["status"], wanted)
+
+
+def _patch(status: dict[str, Any], wanted: StatusWanted) -> list[dict[str, Any]]:
+    """The JSON patch that puts crashwatch's decided conditions (each in its place, or added) and state in."""
+    patch: list[dict[str, Any]] = []
+    if wanted.state is not None and status.get("state") != wanted.state:
+        patch.append({"op": "add", "path": "/status/state", "value": wanted.state})
+    conditions = status.get("conditions")
+    if type(conditions) is not list:
+        value = [condition_dict(c) for c in wanted.decided]
+        return [*patch, {"op": "add", "path": "/status/conditions", "value": value}]
+    for condition in wanted.decided:
+        at = next((i for i, c in enumerate(conditions) if type(c) is dict and c.get("type") == condition.type), None)
+        path = f"/status/conditions/{at if at is not None else '-'}"
+        patch.append({"op": "replace" if at is not None else "add", "path": path, "value": condition_dict(condition)})
+    return patch
 
 
 def _view(asked: dict[str, Any]) -> StatusView | None:

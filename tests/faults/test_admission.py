@@ -95,6 +95,31 @@ async def test_the_answer_replaces_stalled_where_it_is_and_adds_it_where_it_is_n
     assert [(o["op"], o["path"]) for o in patch_of(answer) or []] == [("add", "/status/conditions/-")]
 
 
+async def test_a_failure_answer_sets_state_and_each_decided_condition_in_its_place(served: Served) -> None:
+    failing = Condition("Ready", "False", "component_crash_looping", "w", 2, "2026-12-05T10:00:00Z")
+    stalled = Condition("Stalled", "True", "ComponentCrashLooping", "w", 2, "2026-12-05T10:00:00Z")
+
+    def failed(view: StatusView, now: str) -> tuple[bool, StatusWanted | None]:
+        who = (view.api_version, view.kind, view.namespace, view.name, view.uid)
+        return True, StatusWanted(now, *who, "", (failing, stalled), (), "failed")
+
+    served.server.attach(failed)
+    write = dgd(generation=2, state="successful")  # Ready only: Stalled is added after it
+    _, answer = await served.post(review(write))
+    assert [
+        (o["op"], o["path"], o["value"] if o["path"] == "/status/state" else o["value"]["type"])
+        for o in patch_of(answer) or []
+    ] == [
+        ("add", "/status/state", "failed"),
+        ("replace", "/status/conditions/0", "Ready"),
+        ("add", "/status/conditions/-", "Stalled"),
+    ]
+    del write["status"]["conditions"]
+    _, answer = await served.post(review(write))
+    ops = patch_of(answer) or []
+    assert ops[-1]["path"] == "/status/conditions" and [c["type"] for c in ops[-1]["value"]] == ["Ready", "Stalled"]
+
+
 async def test_an_answer_waits_for_the_pipeline_then_lets_the_write_through_as_it_is(served: Served) -> None:
     looks: list[int] = []
 

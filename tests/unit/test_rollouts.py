@@ -299,7 +299,7 @@ def with_stalled(obj: dict[str, Any], status: str, reason: str, generation: int 
 def said_stalled(wanted: StatusWanted | None) -> tuple[str, str] | None:
     if wanted is None:
         return None
-    (condition,) = wanted.decided
+    condition = next(c for c in wanted.decided if c.type == "Stalled")
     return condition.status, condition.reason
 
 
@@ -325,7 +325,7 @@ def test_the_operators_first_status_of_the_fixs_generation_is_answered_with_the_
     assert aggregator.admit(status_of(withdrawn), at(11)) == (True, None)
 
 
-def test_while_the_crash_loop_holds_a_write_keeps_the_failure_and_one_that_drops_it_gets_it_back() -> None:
+def test_while_the_crash_loop_holds_a_write_that_says_it_passes_and_one_that_does_not_is_given_it() -> None:
     pipeline = Pipeline(recovery_window=WINDOW)
     pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
     looping(pipeline)
@@ -333,14 +333,28 @@ def test_while_the_crash_loop_holds_a_write_keeps_the_failure_and_one_that_drops
     known, wanted = aggregator.admit(status_of(graph(FRONTEND, WORKER)), at(6))
     assert known and said_stalled(wanted) == ("True", "ComponentCrashLooping")
     assert wanted is not None
+    assert wanted.state == "failed"
     kept = graph(FRONTEND, WORKER)
     kept["status"]["conditions"] = [condition_dict(c) for c in wanted.conditions]
+    kept["status"]["state"] = "failed"
     assert aggregator.admit(status_of(kept), at(7)) == (True, None)
+    # the operator's `successful` on a Ready flip of the crash-looping worker: answered with the failure
+    flipped = copy.deepcopy(kept)
+    flipped["status"]["state"] = "successful"
+    ready = next(c for c in flipped["status"]["conditions"] if c["type"] == "Ready")
+    ready.update(status="True", reason="all_resources_are_ready", message="All resources are ready")
+    known, answered = aggregator.admit(status_of(flipped), at(7))
+    assert known and answered is not None and answered.state == "failed"
+    assert {c.type: (c.status, c.reason) for c in answered.decided} == {
+        "Ready": ("False", "component_crash_looping"),
+        "Stalled": ("True", "ComponentCrashLooping"),
+    }
     kept["status"]["conditions"][-1]["message"] = "words of an older finding"
     assert said_stalled(aggregator.admit(status_of(kept), at(7))[1]) == ("True", "ComponentCrashLooping")
     component_write = with_stalled(dcd("g-decode", component="Decode"), "False", "NoCrashLoop")
     known, wanted = aggregator.admit(status_of(component_write), at(6))
     assert known and said_stalled(wanted) == ("True", "ContainerCrashLooping")
+    assert wanted is not None and wanted.condition.type == "Available" and wanted.condition.status == "False"
 
 
 def test_a_status_write_of_an_object_the_pipeline_does_not_hold_is_let_through_at_once() -> None:
