@@ -2,6 +2,7 @@
 
     sudo .venv/bin/python -m bench.realnode_operator                   # a 5-minute crash loop: ~7 minutes
     sudo .venv/bin/python -m bench.realnode_operator --duration 2m
+    sudo .venv/bin/python -m bench.realnode_operator --no-admission    # without the status admission webhook
 
 It starts the real node of tests/realnode.py with the real operator on its control plane
 (tests/operators.py on_node: needs root, scripts/build-node's parts and scripts/build-operator's
@@ -11,6 +12,10 @@ the crash that makes the loop on, for `--duration`, the API server's audit log g
 or update of the status subresource, 409s included) of each writer on the DGD and the DCD; a watch of the
 DGD (every version, stamped as it arrives) gives the operator's rewrites crashwatch had to answer (a version
 that left `failed`) and how long each lasted.
+
+crashwatch runs with its status admission webhook (`run --admission-address`, registered for the
+bench's namespace as the chart registers it): the operator's writes are stored with crashwatch's decision
+in them, so they need no answer. `--no-admission` measures crashwatch answering them with writes of its own.
 
 Targets: no write loop; crashwatch at most one DGD and one DCD write per restart, plus one per operator
 rewrite it must answer.
@@ -165,6 +170,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", default="5m", help="how long to count, from the crash that makes the loop")
     parser.add_argument("--timeline", action="store_true", help="print every status write and DGD version in order")
+    parser.add_argument(
+        "--no-admission",
+        dest="admission",
+        action="store_false",
+        help="crashwatch without its status admission webhook: it answers the operator's rewrites with writes",
+    )
     args = parser.parse_args()
     duration = parse_duration(args.duration)
     folders = operators.Folders("bench-realnode-operator")
@@ -181,6 +192,9 @@ def main() -> int:
         kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
         kubeconfig = controllers.user_kubeconfig(CRASHWATCH)
         watching = ("run", "-n", NAMESPACE, "-o", "json", "--recovery-window", WINDOW)
+        if args.admission:
+            watching += operators.admission_args(kube, NAMESPACE, folders.mktemp("webhook"), "crashwatch-bench")
+        print(f"crashwatch {'with' if args.admission else 'without'} its status admission webhook", file=sys.stderr)
         with Watcher(*watching, *kubeconfig_args(kubeconfig)) as w:
             w.wait_synced(60)
             versions = operators.Recorder(kube, dgds(NAMESPACE))
