@@ -633,10 +633,21 @@ def available() -> tuple[Parts, Path]:
         pytest.skip(f"real-node tests skipped: {exc}; to run them, {envtest.ENABLE}")
 
 
-def started(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    """A node and its control plane, up until the generator is closed (skipped as available() says)."""
+def started(tmp_path_factory: pytest.TempPathFactory, webhook_services: bool = False) -> Iterator[Node]:
+    """A node and its control plane, up until the generator is closed (skipped as available() says).
+
+    `webhook_services`: the API server calls a webhook's Service at its Pods' addresses, as read from the
+    EndpointSlices the endpoint controllers keep (aggregator routing: no kube-proxy makes a Service's
+    cluster IP reach anything here)."""
     found, envtest_bin = available()
     node = make(found, envtest_bin, tmp_path_factory.mktemp("node"), tmp_path_factory.mktemp("node-controlplane"))
+    if webhook_services:
+        node.plane.apiserver_args = [*node.plane.apiserver_args, "--enable-aggregator-routing=true"]
+        node.plane.extra_controllers = (
+            *node.plane.extra_controllers,
+            "endpointslice-controller",
+            "endpoints-controller",
+        )
     try:
         node.start()
         print(f"\nreal node up in {node.started_in:.1f}s (kubelet at {node.ip})", file=sys.stderr)

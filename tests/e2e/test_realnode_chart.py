@@ -1,7 +1,10 @@
 """The Helm chart on a real node (tests/realnode.py): `helm install --wait` with the real Helm 4 brings up a
 watcher Pod that the kubelet runs and its readiness probe finds ready; a real crash loop of a graph is
 marked on its DCD and DGD and shows on the Pod's /metrics; `helm upgrade --wait` rolls the Pod; and
-`helm uninstall` leaves no object of the chart behind.
+`helm uninstall` leaves no object of the chart behind. With `admission.enabled`, the real API server calls
+the chart's status admission webhook through its Service (the watcher Pod's address, as the endpoint
+controllers publish it) with the chart's own certificate, and stores another writer's `successful` during
+the crash loop as `failed`.
 
 The node's API server listens on loopback and no kube-proxy runs, so the chart is installed with the values
 for that: `hostNetwork`, the API server's address in `extraEnv` (KUBERNETES_SERVICE_HOST/PORT), and
@@ -12,6 +15,8 @@ loopback (no Service: none could reach it). The image is scripts/build-image's, 
 from __future__ import annotations
 
 import json
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,7 +36,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "crashwatch"
-CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding"}
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration"}
 # every kind the chart renders with the values below (the Service and ServiceMonitor are refused with a
 # loopback http.host; one replica gets no PodDisruptionBudget; the PrometheusRule needs the Prometheus
 # Operator's CRDs, which this control plane does not have)
@@ -40,7 +45,7 @@ KINDS = ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role",
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[realnode.Node]:
-    yield from realnode.started(tmp_path_factory)
+    yield from realnode.started(tmp_path_factory, webhook_services=True)
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +205,103 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
         # what remains is the watcher's own Lease, which goes with the namespace (docs/running.md)
         leases = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases")["items"]
         assert [lease["metadata"]["name"] for lease in leases] == [deployment["metadata"]["name"]]
+    finally:
+        helm.run("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
+        for namespace in (watched, where):
+            if exists(kube, f"/api/v1/namespaces/{namespace}"):
+                kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_service(
+    node: realnode.Node, watcher_image: str, tmp_path: Path
+) -> None:
+    kube = node.kube()
+    helm = Helm(tmp_path / "helm", node.plane.kubeconfig, timeout=360)
+    suffix = uuid.uuid4().hex[:6]
+    release, where, watched = f"cw-{suffix}", f"cw-rel-{suffix}", f"rn-admit-{suffix}"
+    kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}})
+    api_port = int(node.plane.url.rsplit(":", 1)[1])
+    http_port, admission_port = realnode._free_port(node.ip), realnode._free_port(node.ip)
+    repository, _, tag = watcher_image.rpartition(":")
+    values = {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "namespaces": [watched],
+        "replicas": 1,
+        "hostNetwork": True,  # the Pod's address is the node's, which the API server on this machine reaches
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": str(api_port)},
+        ],
+        "http": {"port": http_port},
+        "service": {"enabled": True},
+        "admission": {"enabled": True, "port": admission_port},
+    }
+    (tmp_path / "values.yaml").write_text(yaml.safe_dump(values))
+    try:
+        helm.ok(
+            "install", release, str(CHART), "--namespace", where, "--create-namespace",
+            "--values", str(tmp_path / "values.yaml"), "--wait", "--timeout", "4m",
+        )  # fmt: skip
+        docs = [doc for doc in yaml.safe_load_all(helm.ok("get", "manifest", release, "-n", where)) if doc]
+        kinds = {doc["kind"] for doc in docs}
+        assert {"MutatingWebhookConfiguration", "Secret", "Service", "Deployment"} <= kinds
+        (service,) = [doc for doc in docs if doc["kind"] == "Service"]
+        slices = (
+            f"/apis/discovery.k8s.io/v1/namespaces/{where}/endpointslices"
+            f"?labelSelector=kubernetes.io/service-name%3D{service['metadata']['name']}"
+        )
+
+        def ready_addresses() -> set[str]:
+            return {
+                address
+                for item in kube.get(slices)["items"]
+                for endpoint in item.get("endpoints") or []
+                if endpoint.get("conditions", {}).get("ready")
+                for address in endpoint["addresses"]
+            }
+
+        eventually(lambda: ready_addresses() == {node.ip}, 60, "the Service's endpoint: the watcher Pod, Ready")
+
+        make_component(kube, watched, spec([container(node.busybox, "exit 1")]))
+        path = f"{dgds(watched)}/llm"
+        eventually(
+            lambda: (
+                kube.get(path)["status"].get("state") == "failed"
+                and conditions(kube.get(path)).get("Stalled", {}).get("status") == "True"
+            ),
+            120,
+            "the crash loop written by the chart's watcher Pod",
+        )
+
+        # the operator's `successful` on a Ready flip, sent while the worker still crash-loops: what the
+        # API server stores is crashwatch's answer, given by the Pod behind the chart's Service. The first
+        # write may come before the API server's own view of the endpoint (failurePolicy Ignore lets it
+        # through, and crashwatch then writes `failed` back): a few are tried, each on the latest version.
+        def operators_successful() -> dict[str, Any]:
+            looping = kube.get(path)
+            ready = {**conditions(looping)["Ready"], "status": "True", "reason": "all_resources_are_ready"}
+            others = [c for c in looping["status"]["conditions"] if c["type"] != "Ready"]
+            stored: dict[str, Any] = kube.merge_patch(
+                f"{path}/status", {"status": {"state": "successful", "conditions": [ready, *others]}}
+            )
+            return stored
+
+        stored = [operators_successful()]
+        while stored[-1]["status"]["state"] != "failed" and len(stored) < 5:
+            time.sleep(1)
+            stored.append(operators_successful())
+        assert [s["status"]["state"] for s in stored][-1] == "failed", "no write was answered by the webhook"
+        assert conditions(stored[-1])["Ready"]["reason"] == "component_crash_looping"
+        print(f"\nthe webhook answered the operator's write at try {len(stored)}", file=sys.stderr)
+        (pod,) = [
+            p for p in kube.get(f"/api/v1/namespaces/{where}/pods")["items"] if "deletionTimestamp" not in p["metadata"]
+        ]
+        code, log = kube.get_raw(f"/api/v1/namespaces/{where}/pods/{pod['metadata']['name']}/log")
+        assert code == 200 and b"another writer's status write made to say" in log
+
+        helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
+        for doc in docs:
+            assert not exists(kube, path_of(doc, where)), f"{doc['kind']} {doc['metadata']['name']} left behind"
     finally:
         helm.run("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
         for namespace in (watched, where):
