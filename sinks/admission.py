@@ -104,6 +104,8 @@ class AdmissionServer:
         view = _view(asked)
         if view is None:
             return []
+        about = About(view.kind, view.namespace, view.name)
+        who = f"{view.kind} {view.namespace}/{view.name}"
         deadline = time.monotonic() + self.wait
         while True:
             admit = self._admit
@@ -112,19 +114,17 @@ class AdmissionServer:
                 break
             if time.monotonic() >= deadline:
                 self.log(
-                    f"{view.kind} {view.namespace}/{view.name}: a status write let through as it is: "
+                    f"{who}: a status write let through as it is: "
                     f"generation {view.generation} not seen within {self.wait:g}s",
                     "warning",
-                    About(view.kind, view.namespace, view.name),
+                    about,
                 )
                 return []
             await anyio.sleep(STEP)
         if wanted is None:
             return []
-        about = About(view.kind, view.namespace, view.name)
         said = ", ".join(f"{c.type}={c.status} ({c.reason})" for c in wanted.decided)
         state = f"state {wanted.state}, " if wanted.state is not None and wanted.state != view.state else ""
-        who = f"{view.kind} {view.namespace}/{view.name}"
         self.log(f"{who}: another writer's status write made to say {state}{said}", about=about)
         return _patch(asked["object"]["status"], wanted)
 

@@ -143,6 +143,17 @@ def dgd_state(kube: Kube, namespace: str, name: str = "llm") -> tuple[str, dict[
     return obj["status"].get("state", ""), conditions(obj)["Ready"]
 
 
+def operators_successful(kube: Kube, path: str, dgd: dict[str, Any]) -> dict[str, Any]:
+    """The operator's `successful` on a Ready flip, written over the DGD at `path` as `dgd` reads (its other
+    conditions kept as read); the object as the server stored it."""
+    ready = {**conditions(dgd)["Ready"], "status": "True", "reason": "all_resources_are_ready"}
+    others = [c for c in dgd["status"]["conditions"] if c["type"] != "Ready"]
+    stored: dict[str, Any] = kube.merge_patch(
+        f"{path}/status", {"status": {"state": "successful", "conditions": [ready, *others]}}
+    )
+    return stored
+
+
 def crash_loop_written(kube: Kube, namespace: str, dcd: str = "llm-worker") -> bool:
     """What `run` writes for a crash loop of the graph's component has landed: the DGD failed, and the
     component's DCD says ContainerCrashLooping."""

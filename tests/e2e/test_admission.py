@@ -15,7 +15,7 @@ from typing import Any
 
 import envtest
 import pytest
-from dynamo import conditions, dgds, labelled_pod, make_graph
+from dynamo import conditions, dgds, labelled_pod, make_graph, operators_successful
 from kube import Kube, crash_loop
 from operators import WEBHOOKS, Recorder, status_webhook, webhook_certs
 from watcher import Watcher, kubeconfig_args
@@ -53,10 +53,7 @@ def test_the_operators_first_status_of_the_fixs_generation_is_stored_with_the_wi
             crash_loop(kube, namespace, f"{GRAPH}-worker-0")
             looping = kube.wait_for(path, lambda dgd: stalled(dgd) == ("True", "ComponentCrashLooping"), 15)
             # the operator's `successful` on a Ready flip of the crash-looping worker is stored as the failure
-            ready = {**conditions(looping)["Ready"], "status": "True", "reason": "all_resources_are_ready"}
-            others = [c for c in looping["status"]["conditions"] if c["type"] != "Ready"]
-            flipped = {"state": "successful", "conditions": [ready, *others]}
-            stored = kube.merge_patch(f"{path}/status", {"status": flipped})
+            stored = operators_successful(kube, path, looping)
             assert (stored["status"]["state"], conditions(stored)["Ready"]["reason"]) == (
                 "failed",
                 "component_crash_looping",

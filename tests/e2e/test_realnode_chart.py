@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import realnode
 import yaml
-from dynamo import conditions, dcds, dgds
+from dynamo import conditions, dcds, dgds, operators_successful
 from helm import Helm
 from kube import ApiError, Kube, eventually
 from prometheus_client.parser import text_string_to_metric_families
@@ -71,6 +71,30 @@ def exists(kube: Kube, path: str) -> bool:
     return True
 
 
+def node_network_values(node: realnode.Node, watcher_image: str, watched: str) -> dict[str, Any]:
+    """The values every install here shares: the image imported into the node, one replica watching
+    `watched`, on the host's network with the API server's loopback address (no Pod network reaches it)."""
+    repository, _, tag = watcher_image.rpartition(":")
+    return {
+        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
+        "namespaces": [watched],
+        "replicas": 1,
+        "hostNetwork": True,
+        "extraEnv": [
+            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
+            {"name": "KUBERNETES_SERVICE_PORT", "value": node.plane.url.rsplit(":", 1)[1]},
+        ],
+    }
+
+
+def remove(helm: Helm, kube: Kube, release: str, *namespaces: str) -> None:
+    """The release (in the first namespace) and the namespaces, whatever the test left."""
+    helm.run("uninstall", release, "--namespace", namespaces[0], "--wait", "--timeout", "2m")
+    for namespace in namespaces:
+        if exists(kube, f"/api/v1/namespaces/{namespace}"):
+            kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
 def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """A /metrics body as {(name, sorted labels): value}."""
     return {
@@ -88,18 +112,9 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
     suffix = uuid.uuid4().hex[:6]
     release, where, watched = f"cw-{suffix}", f"cw-rel-{suffix}", f"rn-chart-{suffix}"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}})
-    api_port = int(node.plane.url.rsplit(":", 1)[1])
     http_port = realnode._free_port("127.0.0.1")
-    repository, _, tag = watcher_image.rpartition(":")
     values = {
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "namespaces": [watched],
-        "replicas": 1,
-        "hostNetwork": True,
-        "extraEnv": [
-            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-            {"name": "KUBERNETES_SERVICE_PORT", "value": str(api_port)},
-        ],
+        **node_network_values(node, watcher_image, watched),
         "http": {"host": "127.0.0.1", "port": http_port},
         "service": {"enabled": False},
         "grafanaDashboard": {"enabled": True},
@@ -206,10 +221,7 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
         leases = kube.get(f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases")["items"]
         assert [lease["metadata"]["name"] for lease in leases] == [deployment["metadata"]["name"]]
     finally:
-        helm.run("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
-        for namespace in (watched, where):
-            if exists(kube, f"/api/v1/namespaces/{namespace}"):
-                kube.delete(f"/api/v1/namespaces/{namespace}")
+        remove(helm, kube, release, where, watched)
 
 
 def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_service(
@@ -220,18 +232,10 @@ def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_se
     suffix = uuid.uuid4().hex[:6]
     release, where, watched = f"cw-{suffix}", f"cw-rel-{suffix}", f"rn-admit-{suffix}"
     kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": watched}})
-    api_port = int(node.plane.url.rsplit(":", 1)[1])
     http_port, admission_port = realnode._free_port(node.ip), realnode._free_port(node.ip)
-    repository, _, tag = watcher_image.rpartition(":")
     values = {
-        "image": {"repository": repository, "tag": tag, "pullPolicy": "Never"},
-        "namespaces": [watched],
-        "replicas": 1,
-        "hostNetwork": True,  # the Pod's address is the node's, which the API server on this machine reaches
-        "extraEnv": [
-            {"name": "KUBERNETES_SERVICE_HOST", "value": "127.0.0.1"},
-            {"name": "KUBERNETES_SERVICE_PORT", "value": str(api_port)},
-        ],
+        # on the host's network the Pod's address is the node's, which the API server on this machine reaches
+        **node_network_values(node, watcher_image, watched),
         "http": {"port": http_port},
         "service": {"enabled": True},
         "admission": {"enabled": True, "port": admission_port},
@@ -277,19 +281,10 @@ def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_se
         # API server stores is crashwatch's answer, given by the Pod behind the chart's Service. The first
         # write may come before the API server's own view of the endpoint (failurePolicy Ignore lets it
         # through, and crashwatch then writes `failed` back): a few are tried, each on the latest version.
-        def operators_successful() -> dict[str, Any]:
-            looping = kube.get(path)
-            ready = {**conditions(looping)["Ready"], "status": "True", "reason": "all_resources_are_ready"}
-            others = [c for c in looping["status"]["conditions"] if c["type"] != "Ready"]
-            stored: dict[str, Any] = kube.merge_patch(
-                f"{path}/status", {"status": {"state": "successful", "conditions": [ready, *others]}}
-            )
-            return stored
-
-        stored = [operators_successful()]
+        stored = [operators_successful(kube, path, kube.get(path))]
         while stored[-1]["status"]["state"] != "failed" and len(stored) < 5:
             time.sleep(1)
-            stored.append(operators_successful())
+            stored.append(operators_successful(kube, path, kube.get(path)))
         assert [s["status"]["state"] for s in stored][-1] == "failed", "no write was answered by the webhook"
         assert conditions(stored[-1])["Ready"]["reason"] == "component_crash_looping"
         print(f"\nthe webhook answered the operator's write at try {len(stored)}", file=sys.stderr)
@@ -303,7 +298,4 @@ def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_se
         for doc in docs:
             assert not exists(kube, path_of(doc, where)), f"{doc['kind']} {doc['metadata']['name']} left behind"
     finally:
-        helm.run("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
-        for namespace in (watched, where):
-            if exists(kube, f"/api/v1/namespaces/{namespace}"):
-                kube.delete(f"/api/v1/namespaces/{namespace}")
+        remove(helm, kube, release, where, watched)
