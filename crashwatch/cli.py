@@ -23,7 +23,7 @@ from crashwatch.errors import leaves
 
 if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
-    from crashwatch.logs import StderrLogger
+    from crashwatch.stderr_log import StderrLogger
     from pipeline.diagnoses import Settings
     from sinks.admission import AdmissionSettings
 
@@ -347,7 +347,7 @@ def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 
 def _log_options(parser: argparse.ArgumentParser) -> None:
-    """Every command: how stderr is written (crashwatch.logs)."""
+    """Every command: how stderr is written (crashwatch.stderr_log)."""
     parser.add_argument(
         "--log-format",
         choices=("text", "json"),
@@ -403,7 +403,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> typing.NoReturn:
         if not _Parser.json_errors:
             super().error(message)
-        from crashwatch.logs import stderr_logger
+        from crashwatch.stderr_log import stderr_logger
 
         stderr_logger("json").fatal(f"{self.prog}: error: {message}", exitcodes.USAGE)
         sys.exit(exitcodes.USAGE)
@@ -798,7 +798,7 @@ def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     _Parser.json_errors = _json_requested(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    from crashwatch.logs import stderr_logger
+    from crashwatch.stderr_log import stderr_logger
 
     log = stderr_logger(args.log_format, args.log_level)
     try:
@@ -857,8 +857,8 @@ def _live(
     admission: AdmissionSettings | None = None,
 ) -> int:
     from crashwatch.live import LiveOptions, run_live
+    from sinks.crashed_output import DEFAULT_LINES
     from sinks.events import EventSettings
-    from sinks.logs import DEFAULT_LINES
     from sinks.status import PatchSettings
     from stream.sources.reflector import WatchSettings
 

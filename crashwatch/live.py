@@ -44,8 +44,8 @@ from crashwatch import exitcodes
 from crashwatch.commands import COMMANDS, Command, CommandSpec
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
-from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
+from crashwatch.stderr_log import LogFormat, StderrLogger
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
@@ -53,9 +53,9 @@ from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.admission import AdmissionServer, AdmissionSettings
+from sinks.crashed_output import LogReader, print_lines_with_logs
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
-from sinks.logs import LogReader, print_lines_with_logs
 from sinks.metrics import Metrics, metrics_sink
 from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
@@ -104,9 +104,9 @@ class LiveOptions:
     leader: LeaderSettings | None = None  # run --leader-elect: write status only while holding this Lease
     namespace_filter: NamespaceFilter | None = None  # run, tail, record: a shard, a namespace selector
     events: EventSettings | None = None  # run: write Kubernetes Events (None: --events=false)
-    log_format: LogFormat = "text"  # stderr: crashwatch.logs
+    log_format: LogFormat = "text"  # stderr: crashwatch.stderr_log
     log_level: Level = "info"
-    log_lines: int = 0  # tail, wait, get -o wide: the crashed container's last lines (0: none; sinks.logs)
+    log_lines: int = 0  # tail, wait, get -o wide: the crashed container's last lines (0: none; sinks.crashed_output)
 
 
 class _Stop(Exception):
@@ -307,7 +307,7 @@ async def _watch(
 
             tg.start_soon(pipeline_stage, wiring.receive_events, sinks, pipeline, report)
             if admission is not None:
-                admission.attach(pipeline.aggregator.admit)
+                admission.attach(pipeline.admit)
             await wiring.watch(resources, scopes, deadline)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]

@@ -32,8 +32,8 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
-from crashwatch.logs import LogFormat, StderrLogger
 from crashwatch.stages import Events, pipeline_stage
+from crashwatch.stderr_log import LogFormat, StderrLogger
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.groups import DEFAULT_WINDOW
@@ -74,7 +74,7 @@ class ReplayOptions:
     diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
     namespace: str = DEFAULT_NAMESPACE  # a manifest's objects that name no namespace are read into this one
-    log_format: LogFormat = "text"  # stderr (crashwatch.logs); the progress line is drawn for text only
+    log_format: LogFormat = "text"  # stderr (crashwatch.stderr_log); the progress line is drawn for text only
     log_level: Level = "info"
 
 

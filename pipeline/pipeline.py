@@ -18,8 +18,8 @@ from pipeline.diagnoses import Settings
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
-from pipeline.outputs import Output
-from pipeline.views import ViewStore
+from pipeline.outputs import Output, StatusWanted
+from pipeline.views import StatusView, ViewStore
 from stream.model.events import ReducedPod, WatchEvent
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
@@ -86,6 +86,11 @@ class Pipeline:
     def tick(self, time: str) -> list[Output]:
         """A live source's clock: time passed to `time` with no event (recovery windows and graces end)."""
         return self.aggregator.advance(time)
+
+    def admit(self, view: StatusView, now: str) -> tuple[bool, StatusWanted | None]:
+        """The read side of another writer's status write (the admission webhook asks it): whether the
+        pipeline knows enough to say, and the write with crashwatch's decision merged in (None: let it be)."""
+        return self.aggregator.admit(view, now)
 
     def sync(self, time: str | None = None) -> list[Output]:
         """Every object has been listed once: decide what waited for that (statuses, readiness)."""

@@ -56,7 +56,7 @@ from pipeline.status import (
     STALLED_RECOVERED_REASON,
     STALLED_REPLACED_REASON,
 )
-from sinks.logs import LogReader, crashed
+from sinks.crashed_output import LogReader, crashed
 from sinks.workqueue import KeyedQueue, WorkQueue
 from stream.model.messages import About, Logger, logger
 from stream.sources.client import ApiError, KubeClient

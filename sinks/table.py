@@ -13,8 +13,8 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
+from sinks.crashed_output import LogReader, crashed, text_block
 from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
-from sinks.logs import LogReader, crashed, text_block
 from sinks.text import printable
 
 GraphName = tuple[str, str]

@@ -18,8 +18,8 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
+from sinks.crashed_output import LastLines, LogReader, crashed, text_block
 from sinks.lines import GraphEntry, crash_looping_summary, failing_word, graph_entry, json_document
-from sinks.logs import LastLines, LogReader, crashed, text_block
 from sinks.text import printable
 
 GraphName = tuple[str, str]  # namespace, name
@@ -31,7 +31,7 @@ class WaitResult(msgspec.Struct, omit_defaults=True):
     elapsed_seconds: float
     graphs: tuple[GraphEntry, ...]
     missing: tuple[str, ...]  # "namespace/name" of named graphs that do not exist
-    # on failure, the crashed containers' last lines (sinks.logs); left out when there are none
+    # on failure, the crashed containers' last lines (sinks.crashed_output); left out when there are none
     last_lines: tuple[LastLines, ...] = ()
 
 

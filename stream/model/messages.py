@@ -3,7 +3,7 @@
 The reflector, the sinks and the CLI all say things (a retry, a write, a lost lease). They are handed one
 `Logger` and call it with the message alone, or with a level and the object too; how it is written (the
 historic text line, or one JSON object per line) and which levels are shown is decided once, by the CLI
-(crashwatch/logs.py). A plain `Callable[[str], None]` still works wherever a Logger is taken: `logger()`
+(crashwatch/stderr_log.py). A plain `Callable[[str], None]` still works wherever a Logger is taken: `logger()`
 wraps it, and it is given the message of every level but debug, without the level and object (so tests
 and library callers may pass `list.append`).
 """

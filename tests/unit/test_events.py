@@ -9,7 +9,7 @@ from typing import Any
 
 from builders import crashing, dcd, dgd, event, healthy
 
-from crashwatch.logs import StderrLogger
+from crashwatch.stderr_log import StderrLogger
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
 from sinks.events import (

@@ -1,4 +1,4 @@
-"""The crashed container's last lines (sinks.logs): which run kubelet is asked for, how they are bounded
+"""The crashed container's last lines (sinks.crashed_output): which run kubelet is asked for, how they are bounded
 and escaped, what a caller without rights gets, and where tail, wait and get -o wide put them. The API
 server is a stub that answers as kubelet (through the API server's proxy) does."""
 
@@ -16,8 +16,8 @@ from builders import container, crashing, dgd, event, pod
 
 from pipeline.outputs import GraphReadiness, Output
 from pipeline.pipeline import Pipeline
+from sinks.crashed_output import LastLines, LogReader, bounded, crashed, print_lines_with_logs
 from sinks.lines import text_line
-from sinks.logs import LastLines, LogReader, bounded, crashed, print_lines_with_logs
 from sinks.stdout import change_printer
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter

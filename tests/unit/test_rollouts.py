@@ -312,60 +312,57 @@ def test_the_operators_first_status_of_the_fixs_generation_is_answered_with_the_
     fix = graph(FRONTEND, component("Decode", "decode", "fixed"), generation=2)
     operators = with_stalled(copy.deepcopy(fix), "True", "ComponentCrashLooping")
     operators["status"]["observedGeneration"] = 2
-    aggregator = pipeline.aggregator
     # not yet: the watch has not brought the spec change
-    assert aggregator.admit(status_of(operators), at(10)) == (False, None)
+    assert pipeline.admit(status_of(operators), at(10)) == (False, None)
     pipeline.feed([event("MODIFIED", with_stalled(copy.deepcopy(fix), "True", "ComponentCrashLooping"), at(10))])
-    known, wanted = aggregator.admit(status_of(operators), at(10.1))
+    known, wanted = pipeline.admit(status_of(operators), at(10.1))
     assert known and said_stalled(wanted) == ("False", "SpecReplaced")
     assert wanted is not None
     assert [c.type for c in wanted.conditions] == ["Ready", "Stalled"]  # the operator's Ready kept, in place
     # a write that already says it is let through as it is
     withdrawn = with_stalled(copy.deepcopy(fix), "False", "SpecReplaced")
-    assert aggregator.admit(status_of(withdrawn), at(11)) == (True, None)
+    assert pipeline.admit(status_of(withdrawn), at(11)) == (True, None)
 
 
 def test_while_the_crash_loop_holds_a_write_that_says_it_passes_and_one_that_does_not_is_given_it() -> None:
     pipeline = Pipeline(recovery_window=WINDOW)
     pipeline.feed([event("ADDED", dcd("g-decode", component="Decode"), at(0))])
     looping(pipeline)
-    aggregator = pipeline.aggregator
-    known, wanted = aggregator.admit(status_of(graph(FRONTEND, WORKER)), at(6))
+    known, wanted = pipeline.admit(status_of(graph(FRONTEND, WORKER)), at(6))
     assert known and said_stalled(wanted) == ("True", "ComponentCrashLooping")
     assert wanted is not None
     assert wanted.state == "failed"
     kept = graph(FRONTEND, WORKER)
     kept["status"]["conditions"] = [condition_dict(c) for c in wanted.conditions]
     kept["status"]["state"] = "failed"
-    assert aggregator.admit(status_of(kept), at(7)) == (True, None)
+    assert pipeline.admit(status_of(kept), at(7)) == (True, None)
     # the operator's `successful` on a Ready flip of the crash-looping worker: answered with the failure
     flipped = copy.deepcopy(kept)
     flipped["status"]["state"] = "successful"
     ready = next(c for c in flipped["status"]["conditions"] if c["type"] == "Ready")
     ready.update(status="True", reason="all_resources_are_ready", message="All resources are ready")
-    known, answered = aggregator.admit(status_of(flipped), at(7))
+    known, answered = pipeline.admit(status_of(flipped), at(7))
     assert known and answered is not None and answered.state == "failed"
     assert {c.type: (c.status, c.reason) for c in answered.decided} == {
         "Ready": ("False", "component_crash_looping"),
         "Stalled": ("True", "ComponentCrashLooping"),
     }
     kept["status"]["conditions"][-1]["message"] = "words of an older finding"
-    assert said_stalled(aggregator.admit(status_of(kept), at(7))[1]) == ("True", "ComponentCrashLooping")
+    assert said_stalled(pipeline.admit(status_of(kept), at(7))[1]) == ("True", "ComponentCrashLooping")
     component_write = with_stalled(dcd("g-decode", component="Decode"), "False", "NoCrashLoop")
-    known, wanted = aggregator.admit(status_of(component_write), at(6))
+    known, wanted = pipeline.admit(status_of(component_write), at(6))
     assert known and said_stalled(wanted) == ("True", "ContainerCrashLooping")
     assert wanted is not None and wanted.condition.type == "Available" and wanted.condition.status == "False"
 
 
 def test_a_status_write_of_an_object_the_pipeline_does_not_hold_is_let_through_at_once() -> None:
     pipeline = looping(Pipeline(recovery_window=WINDOW))
-    aggregator = pipeline.aggregator
     stranger = with_stalled(dgd(name="other"), "True", "ComponentCrashLooping")
-    assert aggregator.admit(status_of(stranger), at(6)) == (True, None)
+    assert pipeline.admit(status_of(stranger), at(6)) == (True, None)
     recreated = graph(FRONTEND, WORKER)
     recreated["metadata"]["uid"] = "a-new-uid"
-    assert aggregator.admit(status_of(recreated), at(6)) == (True, None)
+    assert pipeline.admit(status_of(recreated), at(6)) == (True, None)
     # and nothing is said before the first list is complete
     unsynced = Pipeline(recovery_window=WINDOW, synced=False)
     unsynced.feed([event("ADDED", graph(FRONTEND, WORKER), at(0))])
-    assert unsynced.aggregator.admit(status_of(graph(FRONTEND, WORKER)), at(1)) == (False, None)
+    assert unsynced.admit(status_of(graph(FRONTEND, WORKER)), at(1)) == (False, None)
