@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import re
 import signal
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from crashwatch import __version__, exitcodes
 from crashwatch.errors import leaves
+from stream.model.times import DurationError, parse_duration
 
 if TYPE_CHECKING:
     from crashwatch.leader import LeaderSettings
@@ -662,16 +662,9 @@ def _whole_or_zero(text: str) -> int:
 def _duration(text: str) -> float:
     """A duration as kubectl and Go write it (`30s`, `10m`, `1h30m`, `500ms`), or plain seconds."""
     try:
-        value = float(text)
-    except ValueError:
-        parts = re.fullmatch(r"((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)", text.strip())
-        if parts is None:
-            raise argparse.ArgumentTypeError(f"not a duration (like 30s, 10m, 1h): {text!r}") from None
-        units = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-        value = sum(float(n) * units[u] for n, u in re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text))
-    if not value >= 0 or math.isinf(value):
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
-    return value
+        return parse_duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _graph_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str] | None:

@@ -36,7 +36,6 @@ Three deviations, all for a faster failover and none weakening the rules above:
 
 from __future__ import annotations
 
-import datetime
 import math
 import os
 import random
@@ -51,6 +50,7 @@ import anyio
 import msgspec
 
 from stream.model.messages import About, logger
+from stream.model.times import now_micro
 from stream.sources.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
 
 Log = Callable[[str], None]
@@ -102,11 +102,6 @@ def default_namespace(client: KubeClient) -> str:
         if namespace:
             return namespace
     return client.default_namespace
-
-
-def micro_time() -> str:
-    """Now as a Kubernetes MicroTime (RFC 3339, microseconds, UTC)."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _record(lease: dict[str, Any]) -> tuple[object, ...]:
@@ -424,7 +419,7 @@ class LeaderElector:
     async def _update(self, lease: dict[str, Any], takeover: bool) -> None:
         started = self.clock()
         body = dict(lease)
-        body["spec"] = self._spec(lease.get("spec") or {}, takeover, micro_time())
+        body["spec"] = self._spec(lease.get("spec") or {}, takeover, now_micro())
         response = await self.client.request(
             "PUT",
             f"{self.path}/{self.settings.name}",
@@ -436,7 +431,7 @@ class LeaderElector:
 
     async def _create(self) -> bool:
         started = self.clock()
-        stamp = micro_time()
+        stamp = now_micro()
         body = {
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
@@ -472,7 +467,7 @@ class LeaderElector:
             return
         lease = self._lease
         for attempt in range(2):
-            stamp = micro_time()
+            stamp = now_micro()
             spec = dict(lease.get("spec") or {})
             if spec.get("holderIdentity") != self.identity:
                 return  # someone else holds it by now

@@ -64,10 +64,11 @@ from sinks.wait import GraphWaiter
 from stream.model.events import BadRecord
 from stream.model.messages import Level, Logger
 from stream.model.shards import NamespaceFilter
+from stream.model.times import now_rfc3339
 from stream.sources.client import ApiError, Backoff, ConfigError, KubeClient
 from stream.sources.namespaces import SelectedNamespaces
 from stream.sources.record import Recorder
-from stream.sources.reflector import Fatal, Reflector, WatchSettings, now_rfc3339
+from stream.sources.reflector import Fatal, Reflector, WatchSettings
 from stream.sources.resources import (
     BACKEND_RESOURCES,
     DEPLOYMENTS,

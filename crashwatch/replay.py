@@ -10,7 +10,6 @@ stdout: a broken pipe; stderr: messages are lost, never sent elsewhere), or a fu
 
 from __future__ import annotations
 
-import datetime
 import errno
 import mmap
 import os
@@ -45,6 +44,7 @@ from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.model.events import BadRecord, WatchEvent
 from stream.model.messages import Level
+from stream.model.times import now_seconds
 from stream.sources.logs import (
     DEFAULT_NAMESPACE,
     MAX_RECORD,
@@ -282,7 +282,7 @@ async def replay(
 
 def wall_clock() -> str:
     """Transition times for patches planned from events that carry no time of their own."""
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return now_seconds()
 
 
 class OutputFailed(Exception):

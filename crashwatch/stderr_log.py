@@ -11,7 +11,6 @@ there is nowhere else to say it.
 
 from __future__ import annotations
 
-import datetime
 import sys
 from collections.abc import Callable
 from typing import Literal, TextIO
@@ -20,6 +19,7 @@ import msgspec
 
 from sinks.text import printable
 from stream.model.messages import LEVELS, About, Level, Logger
+from stream.model.times import now_micro
 
 LogFormat = Literal["text", "json"]
 FORMATS: tuple[LogFormat, ...] = ("text", "json")
@@ -42,10 +42,6 @@ class _Line(msgspec.Struct, omit_defaults=True):
 _encode = msgspec.json.Encoder().encode
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
 class StderrLogger(Logger):
     def __init__(
         self,
@@ -57,7 +53,7 @@ class StderrLogger(Logger):
         self.stream = stream
         self.format = format
         self.shown = LEVELS.index(level)
-        self.clock = clock or _now
+        self.clock = clock or now_micro
 
     def enabled(self, level: Level) -> bool:
         return LEVELS.index(level) <= self.shown

@@ -26,8 +26,8 @@ from pipeline.crashloop import Finding
 from pipeline.diagnoses import GRACED, Graces, Settings, rank
 from pipeline.filter import ObjectUpdate
 from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
-from pipeline.groups import DEFAULT_WINDOW, seconds
-from pipeline.holds import DEFAULT_RECOVERY_WINDOW, Holds, rfc3339
+from pipeline.groups import DEFAULT_WINDOW
+from pipeline.holds import DEFAULT_RECOVERY_WINDOW, Holds
 from pipeline.index import EMPTY as _EMPTY
 from pipeline.index import Index
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Listed, Output, StatusWanted
@@ -52,6 +52,7 @@ from pipeline.views import (
     ViewStore,
 )
 from stream.model.objects import Condition
+from stream.model.times import rfc3339, seconds
 
 B = TypeVar("B", bound=Backend)
 EPOCH = "1970-01-01T00:00:00Z"

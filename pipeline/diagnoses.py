@@ -36,8 +36,8 @@ from collections.abc import Iterator
 import msgspec
 
 from pipeline.crashloop import MIN_RESTARTS, Finding, crash_loop, pod_ready
-from pipeline.groups import seconds
 from stream.model.objects import ContainerSpec, ContainerStatus, Pod, read_spec
+from stream.model.times import seconds
 
 # Finding.diagnosis: "" is the crash loop of the upstream rule
 CRASH_LOOP = ""

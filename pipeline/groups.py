@@ -16,13 +16,13 @@ came and went. Time comes from the events; an event without a time counts as wit
 
 from __future__ import annotations
 
-import datetime
 import re
 
 import msgspec
 
 from pipeline.crashloop import Finding
 from stream.model.objects import Pod
+from stream.model.times import seconds
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
@@ -119,16 +119,6 @@ def held_finding(text: str) -> Finding:
 
 def is_group_text(message: str) -> bool:
     return message.startswith("LeaderWorkerSet ") and LOOP_MARK in message
-
-
-def seconds(time: str | None) -> float | None:
-    """An RFC 3339 time as seconds since the epoch; None when absent or unreadable."""
-    if not time:
-        return None
-    try:
-        return datetime.datetime.fromisoformat(time).timestamp()  # "Z" is read since Python 3.11
-    except ValueError:
-        return None
 
 
 class GroupHistory:

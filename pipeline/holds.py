@@ -16,14 +16,13 @@ which Pods are held (`ViewStore.held`), the only ones whose readiness and restar
 
 from __future__ import annotations
 
-import datetime
 import heapq
 import math
 from collections.abc import Iterator
 
 from pipeline.crashloop import Finding
-from pipeline.groups import seconds
 from pipeline.views import ObjectKey, PodView
+from stream.model.times import seconds
 
 DEFAULT_RECOVERY_WINDOW = 90.0  # seconds: --recovery-window
 
@@ -122,10 +121,3 @@ class Holds:
                 continue  # it went, restarted or stopped being Ready since: not this deadline's to release
             del held[key]
             yield deadline, key
-
-
-def rfc3339(when: float) -> str:
-    """Seconds since the epoch as an RFC 3339 UTC time, to the millisecond where it has a fraction."""
-    moment = datetime.datetime.fromtimestamp(when, datetime.UTC)
-    spec = "seconds" if moment.microsecond == 0 else "milliseconds"
-    return moment.isoformat(timespec=spec).replace("+00:00", "Z")

@@ -59,6 +59,7 @@ from pipeline.status import (
 from sinks.crashed_output import LogReader, crashed
 from sinks.workqueue import KeyedQueue, WorkQueue
 from stream.model.messages import About, Logger, logger
+from stream.model.times import micro_time
 from stream.sources.client import ApiError, KubeClient
 
 CONTROLLER = "crashwatch"
@@ -153,12 +154,6 @@ def note(text: str) -> str:
     if len(data) <= NOTE_LIMIT:
         return text
     return data[: NOTE_LIMIT - 3].decode(errors="ignore") + "..."
-
-
-def micro_time(wall: float) -> str:
-    """A Unix time as a Kubernetes MicroTime (RFC 3339, UTC, microseconds)."""
-    seconds = int(wall)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{int((wall - seconds) * 1e6):06d}Z"
 
 
 Key = tuple[str, str, str, str, str, str]  # regarding kind, namespace, name, uid; reason; action

@@ -28,7 +28,6 @@ from what it observes when it gains the lease.
 from __future__ import annotations
 
 import bisect
-import datetime
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +40,7 @@ from pipeline.views import status_view
 from sinks.workqueue import WorkQueue
 from stream.model.messages import About, logger
 from stream.model.objects import DynamoComponentDeployment, DynamoGraphDeployment
+from stream.model.times import now_seconds, since
 from stream.sources.client import ApiError, KubeClient
 from stream.sources.resources import Resource, dynamo_resources
 
@@ -119,7 +119,7 @@ class StatusPatcher:
         self.is_leader = is_leader or (lambda: True)
         self.settings = settings or PatchSettings()
         self.log = logger(log)
-        self.clock = clock or _now
+        self.clock = clock or now_seconds
         self.stats = PatchStats()
         # the newest wanted status per object, one write of an object at a time, at --qps and --burst
         self.queue: WorkQueue[Key, StatusWanted] = WorkQueue(
@@ -405,14 +405,4 @@ def _describe(wanted: StatusWanted) -> str:
 def _delay(event_time: str) -> float | None:
     """Seconds since the event that decided a write, when its time says (live events carry milliseconds;
     a time to the second says too little)."""
-    if "." not in event_time:
-        return None
-    try:
-        then = datetime.datetime.fromisoformat(event_time.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return since(event_time) if "." in event_time else None

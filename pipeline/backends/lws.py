@@ -24,12 +24,12 @@ from pipeline.groups import (
     group_finding,
     held_finding,
     is_group_text,
-    seconds,
 )
 from pipeline.index import EMPTY, Index
 from pipeline.status import DCD_CONDITION, DCD_REASON_CRASH_LOOPING, DGD_CONDITION
 from pipeline.views import ComponentKey, DcdView, DgdView, LwsView, ObjectKey, PodView, View, ViewStore
 from stream.model.objects import Condition
+from stream.model.times import seconds
 
 
 def _on_streak(history: GroupHistory) -> bool:

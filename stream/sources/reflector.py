@@ -25,7 +25,6 @@ up the objects of one that now is.
 
 from __future__ import annotations
 
-import datetime
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from stream.model.decode import RecordProblem, decode_json, read_event
 from stream.model.events import EventType, WatchEvent
 from stream.model.messages import logger
 from stream.model.objects import KubeObject, Pod, Status, own_labels
+from stream.model.times import now_rfc3339
 from stream.sources.client import ApiError, Backoff, KubeClient, Response
 from stream.sources.resources import Resource
 
@@ -93,11 +93,6 @@ class _Retry(Exception):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
-
-
-def now_rfc3339() -> str:
-    """Arrival time, UTC, to the millisecond: what live events and records carry as `time`."""
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _encode = msgspec.json.Encoder().encode
