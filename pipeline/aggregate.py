@@ -22,9 +22,9 @@ from pipeline.backends.base import Backend, Effects
 from pipeline.backends.base import Settings as BackendSettings
 from pipeline.backends.deployments import Deployments
 from pipeline.backends.registry import make_backends
-from pipeline.crashloop import Finding
 from pipeline.diagnoses import GRACED, Graces, Settings, rank
 from pipeline.filter import ObjectUpdate
+from pipeline.findings import Finding
 from pipeline.graph import HEALTHY, GraphVerdict, graph_verdict
 from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW, Holds

@@ -8,50 +8,10 @@ that of the termination that left it down: `state.terminated` if it is terminate
 
 from __future__ import annotations
 
-import msgspec
-
+from pipeline.findings import Finding
 from stream.model.objects import ContainerStatus, Pod
 
 MIN_RESTARTS = 2
-
-
-class Finding(msgspec.Struct, frozen=True, gc=False):
-    """What makes one Pod crash-loop: the container, how often it restarted, how it last exited."""
-
-    pod: str
-    container: str
-    restarts: int
-    exit_code: int
-    reason: str = ""
-    # a LeaderWorkerSet group's recreation loop (pipeline.groups): the group, how often it was recreated,
-    # and the finding's own words (the fields above are then the last failure's)
-    lws: str = ""
-    group: str = ""
-    recreations: int = 0
-    text: str = ""
-    # the diagnoses beside the crash loop (pipeline.diagnoses): which one ("" is the crash loop of this
-    # rule), what kubelet or the scheduler said of it, the time its grace counts from (RFC 3339; "": from
-    # when it was first seen), and the container's memory limit where an OOM kill is the cause (of this
-    # rule's finding too, where the spec sets one)
-    diagnosis: str = ""
-    detail: str = ""
-    since: str = ""
-    memory_limit: str = ""
-
-    def describe(self) -> str:
-        if self.text:
-            return self.text
-        if self.diagnosis:
-            from pipeline.diagnoses import describe
-
-            return describe(self)
-        why = f" ({self.reason})" if self.reason and self.reason != "Error" else ""
-        if self.memory_limit:  # an OOM kill's (pipeline.diagnoses adds it)
-            why = f" ({self.reason}, memory limit {self.memory_limit})"
-        return (
-            f"container {self.container} of Pod {self.pod} restarted {self.restarts} times "
-            f"and is down after exit code {self.exit_code}{why}"
-        )
 
 
 def crash_loop(pod: Pod, ready: bool | None = None) -> Finding | None:

@@ -35,17 +35,18 @@ from collections.abc import Iterator
 
 import msgspec
 
-from pipeline.crashloop import MIN_RESTARTS, Finding, crash_loop, pod_ready
+from pipeline.crashloop import MIN_RESTARTS, crash_loop, pod_ready
+from pipeline.findings import (
+    CONFIG_ERROR,
+    CRASH_LOOP,
+    IMAGE_PULL,
+    OOM_KILLED,
+    RESTART_LOOP,
+    UNSCHEDULABLE,
+    Finding,
+)
 from stream.model.objects import ContainerSpec, ContainerStatus, Pod, read_spec
 from stream.model.times import seconds
-
-# Finding.diagnosis: "" is the crash loop of the upstream rule
-CRASH_LOOP = ""
-OOM_KILLED = "oom_killed"
-RESTART_LOOP = "restart_loop"
-IMAGE_PULL = "image_pull_failing"
-CONFIG_ERROR = "config_error"
-UNSCHEDULABLE = "unschedulable"
 
 PULL_RETRIED = frozenset(("ErrImagePull", "ImagePullBackOff"))
 PULL_PERMANENT = frozenset(("InvalidImageName", "ErrImageNeverPull"))
@@ -171,31 +172,6 @@ def _bounded(text: str | None) -> str:
         return ""
     text = " ".join(text.split())
     return text if len(text) <= DETAIL_LIMIT else text[: DETAIL_LIMIT - 3] + "..."
-
-
-def describe(finding: Finding) -> str:
-    """A finding of a diagnosis beside the crash loop, in words (the crash loop's are Finding.describe's)."""
-    where = f"container {finding.container} of Pod {finding.pod}"
-    detail = f": {finding.detail}" if finding.detail else ""
-    kind = finding.diagnosis
-    if kind == IMAGE_PULL:
-        return f"{where} cannot pull its image ({finding.reason}){detail}"
-    if kind == CONFIG_ERROR:
-        return f"{where} cannot be created ({finding.reason}){detail}"
-    if kind == UNSCHEDULABLE:
-        return f"Pod {finding.pod} cannot be scheduled{detail}"
-    if kind == OOM_KILLED:
-        limit = f"memory limit {finding.memory_limit}" if finding.memory_limit else "no memory limit"
-        return (
-            f"{where} restarted {finding.restarts} times and is down after being OOM-killed "
-            f"({limit}, exit code {finding.exit_code})"
-        )
-    if kind == RESTART_LOOP:
-        return (
-            f"{where} restarted {finding.restarts} times and is down after exit code 0 "
-            "(restartPolicy Always restarts it forever)"
-        )
-    return f"{where}: {kind}"
 
 
 def rank(finding: Finding) -> int:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import msgspec
 
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
+from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 
 REASON_CRASH_LOOPING = "component_crash_looping"
 GRAPH_MESSAGE_PREFIX = "Components crash-looping: "

@@ -20,7 +20,7 @@ import re
 
 import msgspec
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding, Part
 from stream.model.objects import Pod
 from stream.model.times import seconds
 
@@ -82,13 +82,18 @@ def group_finding(lws: str, group: str, recreations: int, failure: Finding) -> F
         f"LeaderWorkerSet {lws} group {group}{LOOP_MARK}recreated {recreations} times, each after a failure "
         f"(last: {container}Pod {failure.pod} {exited}{why})"
     )
-    return msgspec.structs.replace(failure, lws=lws, group=group, recreations=recreations, text=text)
+    return msgspec.structs.replace(failure, part=group_part(lws, group, recreations), text=text)
 
 
 def budget_finding(lws: str, group: str, message: str) -> Finding:
     """LWS itself says the group's restart budget ran out (a `Failed` condition on the LWS)."""
     text = f"LeaderWorkerSet {lws} group {group}{LOOP_MARK}its restart budget is exhausted ({message})"
-    return Finding("", "", 0, 0, "RestartBudgetExhausted", lws=lws, group=group, text=text)
+    return Finding("", "", 0, 0, "RestartBudgetExhausted", part=group_part(lws, group, 0), text=text)
+
+
+def group_part(lws: str, group: str, recreations: int) -> Part:
+    """A group loop's own fields, as lines show them (the last, the recreations, is what climbs)."""
+    return (("lws", lws), ("group", group), ("recreations", recreations))
 
 
 _HELD = re.compile(
@@ -110,9 +115,7 @@ def held_finding(text: str) -> Finding:
         0,
         int(found["exit"] or 0),
         "",
-        lws=found["lws"],
-        group=found["group"],
-        recreations=int(found["count"]),
+        part=group_part(found["lws"], found["group"], int(found["count"])),
         text=text,
     )
 

@@ -20,7 +20,7 @@ import heapq
 import math
 from collections.abc import Iterator
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.views import ObjectKey, PodView
 from stream.model.times import seconds
 

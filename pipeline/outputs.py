@@ -11,7 +11,7 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.views import StatusView
 from stream.model.objects import Condition
 

@@ -14,8 +14,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from pipeline.backends import grove
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
+from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted, status_write
 from pipeline.views import StatusView

@@ -14,8 +14,9 @@ from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
-from pipeline.crashloop import Finding, pod_ready
+from pipeline.crashloop import pod_ready
 from pipeline.diagnoses import diagnose
+from pipeline.findings import Finding
 from pipeline.groups import LWS_NAME, GroupPod, group_identity, pod_failure
 from stream.model.objects import (
     COMPONENT_LABEL,

@@ -21,8 +21,7 @@ from typing import BinaryIO, Literal, Protocol
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import OOM_KILLED, RESTART_LOOP
+from pipeline.findings import OOM_KILLED, RESTART_LOOP, Finding
 from pipeline.outputs import ComponentChange, Output
 from sinks.text import printable
 from stream.model.objects import Pod

@@ -46,7 +46,7 @@ import anyio
 import msgspec
 from anyio.abc import ObjectReceiveStream
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.graph import REASONS
 from pipeline.outputs import ComponentChange, Output, StatusWanted
 from pipeline.status import (

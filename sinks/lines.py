@@ -10,8 +10,7 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE
+from pipeline.findings import OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
 from sinks.text import printable, value
 
@@ -29,15 +28,6 @@ class ComponentLine(msgspec.Struct):
     restarts: int | None
     exit_code: int | None
     message: str
-
-
-class GroupLoopLine(ComponentLine):
-    """A component whose LeaderWorkerSet group recreation-loops: the component line's keys, then the
-    group's (the finding fields are the last failure's)."""
-
-    lws: str
-    group: str
-    recreations: int
 
 
 class DiagnosisLine(ComponentLine):
@@ -84,7 +74,7 @@ _encoder = msgspec.json.Encoder()
 
 def json_line(change: ComponentChange | GraphChange) -> bytes:
     if isinstance(change, ComponentChange):
-        line: ComponentLine | GraphLine = component_line(change)
+        line: ComponentLine | GraphLine | dict[str, object] = component_line(change)
     else:
         line = GraphLine(
             kind="graph",
@@ -99,7 +89,9 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
     return _encoder.encode(line) + b"\n"
 
 
-def component_line(change: ComponentChange) -> ComponentLine:
+def component_line(change: ComponentChange) -> ComponentLine | dict[str, object]:
+    """The component's JSON line: its keys, then a diagnosis's, or a backend's own fields (a LeaderWorkerSet
+    group loop's lws, group and recreations; the finding's other fields are then its last failure's)."""
     finding = change.finding
     pod = finding.pod if finding else None
     container = finding.container if finding else None
@@ -135,10 +127,9 @@ def component_line(change: ComponentChange) -> ComponentLine:
             detail=finding.detail,
             memory_limit=finding.memory_limit or None,
         )
-    if finding is None or not finding.lws:
+    if finding is None or not finding.part:
         return line
-    fields = msgspec.structs.asdict(line)
-    return GroupLoopLine(**fields, lws=finding.lws, group=finding.group, recreations=finding.recreations)
+    return msgspec.structs.asdict(line) | dict(finding.part)
 
 
 def text_line(change: ComponentChange | GraphChange) -> bytes:
@@ -156,13 +147,12 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
             text = f"{when}  {where}  RECOVERED"
         elif finding.diagnosis:
             text = f"{when}  {where}  {WORDS.get(finding.diagnosis, 'FAILING')}  {_diagnosis_fields(finding)}"
-        elif finding.text and not finding.lws:  # a loop whose words are all there is to say (from a status)
+        elif finding.text and not finding.part:  # a loop whose words are all there is to say (from a status)
             text = f"{when}  {where}  CRASH-LOOPING  {value(finding.text)}"
-        elif finding.lws:  # a LeaderWorkerSet group's recreation loop
+        elif finding.part:  # a backend's own loop (a LeaderWorkerSet group's recreations)
             text = (
-                f"{when}  {where}  CRASH-LOOPING  lws={value(finding.lws)} group={value(finding.group)} "
-                f"recreations={finding.recreations} pod={value(finding.pod)} container={value(finding.container)} "
-                f"exit={finding.exit_code}"
+                f"{when}  {where}  CRASH-LOOPING  {_part_fields(finding)} pod={value(finding.pod)} "
+                f"container={value(finding.container)} exit={finding.exit_code}"
             )
         else:
             text = (
@@ -203,11 +193,20 @@ def _counts(finding: Finding) -> str:
         if finding.diagnosis == RESTART_LOOP:
             return f"restarts={finding.restarts} exit={finding.exit_code}"
         return value(finding.reason)
-    if finding.lws:
-        return f"recreations={finding.recreations} exit={finding.exit_code}"
+    if finding.part:  # what climbs is the backend's last field
+        name, count = finding.part[-1]
+        return f"{name}={_field(count)} exit={finding.exit_code}"
     if finding.text:
         return "group recreation loop"
     return f"restarts={finding.restarts} exit={finding.exit_code}"
+
+
+def _part_fields(finding: Finding) -> str:
+    return " ".join(f"{name}={_field(item)}" for name, item in finding.part)
+
+
+def _field(item: str | int) -> str:
+    return str(item) if type(item) is int else value(str(item))
 
 
 def patch_line(wanted: StatusWanted) -> bytes:

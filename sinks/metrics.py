@@ -18,8 +18,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, gen
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pipeline.crashloop import Finding
 from pipeline.diagnoses import GRACED
+from pipeline.findings import Finding
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.status import DCD_REASON_CRASH_LOOPING, DCD_REASONS
 from stream.sources.resources import Resource

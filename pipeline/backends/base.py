@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Container, Iterable
 from typing import Any, ClassVar, NamedTuple
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.views import ComponentKey, ObjectKey, PodView, View, ViewStore
 from stream.model.objects import Condition
 

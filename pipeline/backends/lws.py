@@ -14,7 +14,7 @@ import heapq
 from collections.abc import Collection, Iterable, Sequence
 
 from pipeline.backends.base import Backend, Effects, Settings
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.graph import GRAPH_MESSAGE_PREFIX, REASON_CRASH_LOOPING
 from pipeline.groups import (
     MIN_RECREATIONS,

@@ -81,3 +81,40 @@ def test_every_registered_backend_is_a_module_of_its_own() -> None:
     assert len(set(modules)) == len(modules)
     assert all(module.startswith("pipeline.backends.") for module in modules)
     assert all(issubclass(backend, Backend) for backend in BACKENDS)
+
+
+def _imports_of(path: Path, package: str) -> set[str]:
+    """The modules of `package` a file imports, at its top or inside a function."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == package)
+    return found
+
+
+def test_the_pure_core_has_no_circle() -> None:
+    """No module of pipeline/ reaches itself through what it imports (a function-level import counts)."""
+    modules = {
+        ".".join(source.relative_to(TOP).with_suffix("").parts).removesuffix(".__init__"): source
+        for source in (TOP / "pipeline").rglob("*.py")
+    }
+    graph = {name: sorted(_imports_of(source, "pipeline") & modules.keys() - {name}) for name, source in modules.items()}
+    state: dict[str, int] = {}  # 1: on the path being walked, 2: done
+
+    def walk(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in graph[name]:
+            if state.get(target) == 1:
+                circle = path[path.index(target) :] + [target]
+                raise AssertionError(f"a circle in pipeline/: {' -> '.join(circle)}")
+            if target not in state:
+                walk(target, [*path, target])
+        state[name] = 2
+
+    assert "pipeline.aggregate" in graph and graph["pipeline.aggregate"]  # the walk sees imports at all
+    for name in sorted(graph):
+        if name not in state:
+            walk(name, [name])

@@ -143,7 +143,8 @@ def test_a_watcher_restart_neither_clears_nor_rewrites_a_reported_group_loop() -
     assert change.message == message  # held, in the same words, and what they say of the group read back
     assert change.finding is not None
     held = change.finding
-    assert (held.lws, held.group, held.recreations, held.pod, held.container, held.exit_code) == (
+    part = dict(held.part)
+    assert (part["lws"], part["group"], part["recreations"], held.pod, held.container, held.exit_code) == (
         "g-worker-0",
         "0",
         7,

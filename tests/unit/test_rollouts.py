@@ -264,7 +264,7 @@ def test_a_spec_change_ends_an_lws_group_loop_and_a_loop_of_the_new_spec_must_bu
         [event("ADDED", dcd("g-worker", available="False", reason="ContainerCrashLooping", message=stale))],
     )
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), group_at(20))])
-    assert [c.finding is not None and c.finding.lws for c in components(out)][-1] == "g-worker-0"
+    assert [c.finding is not None and dict(c.finding.part).get("lws") for c in components(out)][-1] == "g-worker-0"
     fix = graph(FRONTEND, component("worker", "worker", "fixed"), generation=2)
     said = changes(pipeline.feed([event("MODIFIED", fix, group_at(25))]))
     assert said == [("component", None, REPLACED_MESSAGE), ("graph", False, None)]
