@@ -33,7 +33,9 @@ from typing import Any
 import msgspec
 
 from pipeline.aggregate import Aggregator
+from pipeline.backends.deployments import Deployments
 from pipeline.backends.lws import LwsGroups
+from pipeline.backends.registry import make_backends
 from pipeline.filter import EventFilter
 from pipeline.pipeline import Pipeline
 from pipeline.views import PodView, ViewStore, selector_matches
@@ -376,7 +378,7 @@ def aggregator_times(pods: int, rounds: int = 3) -> tuple[float, float, str]:
         deletes = [prepare.observe(WatchEvent("DELETED", ev.object)) for ev in events]
         assert all(c is not None and isinstance(c.view, PodView) for c in adds + deletes)
         store = ViewStore()
-        apply, held = Aggregator(store).apply, store.pods
+        apply, held = Aggregator(store, make_backends(store)).apply, store.pods
         outputs: list[Any] = []
         gc.collect()
         start = time.perf_counter()
@@ -573,7 +575,7 @@ def pipeline_split(log: Path, rounds: int) -> tuple[float, float, float, int, in
         if change is None:
             continue
         passed += 1
-        if not aggregator.apply(change) and isinstance(change.view, PodView) and change.view.group is not None:
+        if not aggregator.apply(change) and isinstance(change.view, PodView) and change.view.claim is not None:
             idle_group += 1
     return decode, filtering, both, passed, idle_group
 
@@ -679,7 +681,8 @@ def lookup_times(unrelated: int) -> tuple[float, float, float]:
     assert change is not None
     a.apply(change)
     key = ("team-0", "target", "worker")
-    selector = a.deployments[("team-0", "target-worker")].selector
+    deployments = a.backend(Deployments)
+    selector = deployments.deployments[("team-0", "target-worker")].selector
     assert selector is not None
     pods = a.pods
 
@@ -689,7 +692,7 @@ def lookup_times(unrelated: int) -> tuple[float, float, float]:
     target = pods[("team-0", "target-0")]
 
     def by_deployment() -> list[Any]:  # what the aggregator asks: the Deployments selecting a Pod
-        return list(a.deployments_selecting(target))
+        return list(deployments.selecting(target))
 
     def scan() -> list[Any]:
         return [

@@ -188,7 +188,7 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
         help="a watch event longer than this ends its watch, which is resumed with backoff, instead of being "
         "held in memory: 64Mi, 1Gi, or bytes (default: 16Mi, well above the API server's largest object)",
     )
-    _group_window(parser)
+    _windows(parser)
     _log_options(parser)
     if not serve:
         return
@@ -409,8 +409,11 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(exitcodes.USAGE)
 
 
-def _group_window(parser: argparse.ArgumentParser) -> None:
-    """The windows of time the core's rules read: both are about telling a loop from a recovery."""
+def _windows(parser: argparse.ArgumentParser) -> None:
+    """The windows of time the core's rules read, the backends' own among them (each registers its
+    tunables, pipeline.backends): all are about telling a loop from a recovery."""
+    from pipeline.backends.registry import tunables
+
     parser.add_argument(
         "--recovery-window",
         type=_duration,
@@ -420,14 +423,15 @@ def _group_window(parser: argparse.ArgumentParser) -> None:
         "it has been Ready this long without a restart, or is replaced or deleted (default: 1m30s; 0: "
         "Ready is recovered at once, which flaps on containers that are Ready between crashes)",
     )
-    parser.add_argument(
-        "--group-window",
-        type=_duration,
-        default=600.0,
-        metavar="DURATION",
-        help="a LeaderWorkerSet group recreated at least twice, each after a failure and at most this long "
-        "apart, and not all Ready, is recreation-looping (default: 10m)",
-    )
+    for tunable in tunables():
+        parser.add_argument(
+            tunable.flag,
+            type=_duration,
+            default=tunable.default,
+            dest=f"tunable_{tunable.name}",
+            metavar="DURATION",
+            help=tunable.help,
+        )
     group = parser.add_argument_group(
         "diagnoses beside the crash loop (docs/status.md: why these defaults)",
         "A condition that may still resolve by itself is a diagnosis only once it has lasted its grace, "
@@ -519,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the namespace of a manifest's objects that name none, as kubectl apply -n (default: default); "
         "objects that name one keep it",
     )
-    _group_window(replay)
+    _windows(replay)
     _log_options(replay)
     replay.add_argument(
         "-j",
@@ -657,6 +661,12 @@ def _whole_or_zero(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, not {value}")
     return value
+
+
+def _tunables(args: argparse.Namespace) -> dict[str, float]:
+    """The backends' tunables as given (pipeline.backends.registry)."""
+    prefix = "tunable_"
+    return {name.removeprefix(prefix): value for name, value in vars(args).items() if name.startswith(prefix)}
 
 
 def _duration(text: str) -> float:
@@ -810,7 +820,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     strict=args.strict,
                     progress=args.progress,
                     jobs=args.jobs,
-                    group_window=args.group_window,
+                    tunables=_tunables(args),
                     recovery_window=args.recovery_window,
                     diagnoses=_diagnoses(args),
                     max_record_size=args.max_record_size,
@@ -884,7 +894,7 @@ def _live(
             admission=admission,
             graphs=graphs,
             timeout=getattr(args, "timeout", None),
-            group_window=args.group_window,
+            tunables=_tunables(args),
             recovery_window=args.recovery_window,
             diagnoses=_diagnoses(args),
             log_lines=getattr(args, "log_lines", 0) if args.command != "get" or args.format == "wide" else 0,

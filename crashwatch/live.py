@@ -46,9 +46,9 @@ from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
 from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
+from pipeline.backends import registry as backends
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
-from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
@@ -70,7 +70,6 @@ from stream.sources.namespaces import SelectedNamespaces
 from stream.sources.record import Recorder
 from stream.sources.reflector import Fatal, Reflector, WatchSettings
 from stream.sources.resources import (
-    BACKEND_RESOURCES,
     DEPLOYMENTS,
     PODS,
     NotAnApiServer,
@@ -94,7 +93,7 @@ class LiveOptions:
     record: str | None = None
     graphs: list[str] | None = None  # wait, get: the DGDs named (in the one namespace); None: every one
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
-    group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
+    tunables: dict[str, float] = field(default_factory=dict)  # the backends' (pipeline.backends), by name
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
     diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     grace_period: float = 10.0
@@ -297,7 +296,7 @@ async def _watch(
                 clock=now_rfc3339,
                 synced=False,
                 readiness=judge is not None,
-                group_window=options.group_window,
+                tunables=options.tunables,
                 recovery_window=options.recovery_window,
                 diagnoses=options.diagnoses,
             )
@@ -335,7 +334,7 @@ async def _resources(
         except NotAnApiServer as strange:
             log(str(strange), "error")
             return exitcodes.UNAVAILABLE
-        for resource in BACKEND_RESOURCES:
+        for resource in map(Resource.of, backends.watched()):
             try:
                 if await served(client, resource, options.watch.request_timeout):
                     optional.append(resource)

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
+from functools import partial
 from queue import Empty, Full, Queue
 from types import FrameType
 from typing import IO, Any, BinaryIO, TextIO, cast
@@ -33,9 +34,9 @@ from crashwatch import exitcodes
 from crashwatch.errors import leaves
 from crashwatch.stages import Events, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
+from pipeline.backends.registry import claimers
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
-from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
@@ -69,7 +70,7 @@ class ReplayOptions:
     progress: bool | None = None  # None: when stderr is a terminal
     jobs: int | None = None  # decoding processes for large JSON-lines files; None: one per CPU, when it pays
     range_bytes: int = RANGE_BYTES  # how much of a log a worker decodes at a time
-    group_window: float = DEFAULT_WINDOW  # seconds between LeaderWorkerSet group recreations that make a loop
+    tunables: dict[str, float] = field(default_factory=dict)  # the backends' (pipeline.backends), by name
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
     diagnoses: Settings = field(default_factory=Settings)  # graces and --failed-state (pipeline.diagnoses)
     max_record_size: int = MAX_RECORD  # a longer record is one bad record, skipped without being held
@@ -181,7 +182,7 @@ async def _read_logs(
         # large JSON-lines files are decoded by worker processes
         jobs = min(options.jobs or usable_cpus(), usable_cpus())  # more processes than CPUs only wait their turn
         async with send:
-            with ParallelDecoder(jobs, encode_view, options.range_bytes) as parallel:
+            with ParallelDecoder(jobs, partial(encode_view, claimers=claimers()), options.range_bytes) as parallel:
                 for source in sources:
                     try:
                         mapped = _parallel_mapping(source, jobs, explicit=options.jobs is not None)
@@ -253,7 +254,7 @@ async def replay(
         tg.start_soon(_read_logs, sources, send_events, log, options, outcome, progress)
         pipeline = Pipeline(
             clock=clock,
-            group_window=options.group_window,
+            tunables=options.tunables,
             strict=options.strict,
             recovery_window=options.recovery_window,
             diagnoses=options.diagnoses,

@@ -53,3 +53,20 @@ def _container_finding(pod: str, container: ContainerStatus) -> Finding | None:
         exit_code=terminated.exit_code,
         reason=terminated.reason,
     )
+
+
+def pod_failure(pod: Pod) -> Finding | None:
+    """The first container (init containers first) that exited non-zero, down now or restarted since;
+    else, for a failed Pod, the Pod itself."""
+    status = pod.status
+    name = pod.metadata.name
+    for statuses in (status.init_container_statuses, status.container_statuses):
+        for container in statuses:
+            terminated = container.state.terminated
+            if terminated is None and container.restart_count > 0:
+                terminated = container.last_state.terminated
+            if terminated is not None and terminated.exit_code != 0:
+                return Finding(name, container.name, container.restart_count, terminated.exit_code, terminated.reason)
+    if status.phase == "Failed":
+        return Finding(name, "", 0, 0, "PodFailed")
+    return None

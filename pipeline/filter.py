@@ -21,9 +21,8 @@ from typing import Any, Generic, Literal, TypeVar
 
 import msgspec
 
-from pipeline.backends.base import Backend
+from pipeline.backends.base import Backend, overrides
 from pipeline.views import (
-    VIEWS,
     ComponentKey,
     Labels,
     ObjectKey,
@@ -65,12 +64,6 @@ class Rejected(msgspec.Struct, frozen=True, gc=False):
 
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
-
-
-def view_of(event: WatchEvent) -> View | None:
-    """The view of the event's object, or None for a kind no diagnosis reads (a Status, say)."""
-    make = VIEWS.get(type(event.object))
-    return make(event.object) if make is not None else None
 
 
 T = TypeVar("T", bound=Hashable)
@@ -124,7 +117,9 @@ class EventFilter:
         self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
-        self.backends = tuple(b for b in backends if type(b).quiet is not Backend.quiet)  # those that can say
+        self._makers = self.store.makers
+        # the backends that can say a change of their Pods' claim alone is quiet, by name
+        self._quiet = {b.name: b for b in backends if overrides(b, "quiet")}
 
     def __len__(self) -> int:
         return len(self.store)
@@ -159,15 +154,16 @@ class EventFilter:
         if type(obj) is Pod:
             meta = obj.metadata
             try:
-                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)))
+                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)), self.store.claimers)
             except LabelsProblem as exc:
                 return Rejected(event.time, "Pod", meta.namespace, meta.name, str(exc))
             if self._reduced:
                 self._reduced.pop(pod_key(meta.namespace, meta.name), None)
             return self.observe_pod(event.type, pod, event.time)
-        view = view_of(event)
-        if view is None:
+        make = self._makers.get(type(obj))
+        if make is None:  # a kind no diagnosis reads (a Status, say)
             return None
+        view = make(obj)
         views = self._others[type(view)]
         key = (view.namespace, view.name)
         old = views.get(key)
@@ -216,7 +212,7 @@ class EventFilter:
             # readiness and restarts matter only to a Pod whose crash-loop verdict is held
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
             # and to a LeaderWorkerSet group's Pods as the group's state says
-            if old.group == view.group:
+            if old.claim == view.claim:
                 if key not in self._held or (
                     old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
                 ):
@@ -264,12 +260,11 @@ class EventFilter:
         return ObjectUpdate("upsert", key, view, time, old)
 
     def _quiet_flip(self, old: PodView, new: PodView) -> bool:
-        """A change of the Pod's group alone (a LeaderWorkerSet Pod's readiness flip) that a backend says
-        cannot change a verdict."""
-        for backend in self.backends:  # noqa: SIM110 (no generator per flip: a path most LWS flips take)
-            if backend.quiet(old, new):
-                return True
-        return False
+        """A change of the Pod's claim alone (a LeaderWorkerSet Pod's readiness flip) that the backend
+        that claims it says cannot change a verdict."""
+        claim = old.claim
+        backend = self._quiet.get(claim.backend) if claim is not None else None
+        return backend is not None and backend.quiet(old, new)
 
     def _forget(self, key: ObjectKey, old: PodView) -> None:
         del self._pods[key]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
+from pipeline.outputs import GraphChange
 
 REASON_CRASH_LOOPING = "component_crash_looping"
 GRAPH_MESSAGE_PREFIX = "Components crash-looping: "
@@ -58,3 +59,62 @@ def crash_loops(verdict: GraphVerdict) -> GraphVerdict:
         return verdict
     pairs = zip(verdict.components, verdict.findings, strict=True)
     return graph_verdict({name: finding for name, finding in pairs if finding.diagnosis == CRASH_LOOP})
+
+
+class _Graph:
+    __slots__ = ("failing", "verdict")
+
+    def __init__(self) -> None:
+        self.failing: dict[str, Finding] = {}
+        self.verdict: GraphVerdict = HEALTHY
+
+
+class Graphs:
+    """Each graph's failing components and its verdict: components are set as their verdicts change, and
+    a graph is recomputed once after all the components an update touched, so a Pod moving between two
+    components of one graph never shows the graph recovering for a moment. A graph with no failing
+    component is forgotten."""
+
+    __slots__ = ("_graphs",)
+
+    def __init__(self) -> None:
+        self._graphs: dict[tuple[str, str], _Graph] = {}
+
+    def set(self, namespace: str, graph: str, component: str, finding: Finding | None) -> None:
+        state = self._graphs.get((namespace, graph))
+        if state is None:
+            state = self._graphs[(namespace, graph)] = _Graph()
+        if finding is None:
+            state.failing.pop(component, None)
+        else:
+            state.failing[component] = finding
+
+    def recompute(self, key: tuple[str, str], time: str | None) -> GraphChange | None:
+        """The graph's change of verdict, if any, since it was last recomputed."""
+        state = self._graphs[key]
+        verdict = graph_verdict(state.failing)
+        if not state.failing:
+            del self._graphs[key]
+        if verdict == state.verdict:
+            return None
+        state.verdict = verdict
+        return GraphChange(
+            time=time,
+            namespace=key[0],
+            graph=key[1],
+            failed=verdict.failed,
+            reason=verdict.reason,
+            components=verdict.components,
+            message=verdict.message,
+            findings=verdict.findings,
+        )
+
+    def verdict(self, key: tuple[str, str]) -> GraphVerdict:
+        state = self._graphs.get(key)
+        return state.verdict if state is not None else HEALTHY
+
+    def failed(self) -> dict[tuple[str, str], GraphVerdict]:
+        return {key: state.verdict for key, state in self._graphs.items() if state.verdict.failed}
+
+    def __len__(self) -> int:
+        return len(self._graphs)

@@ -17,7 +17,6 @@ which Pods are held (`ViewStore.held`), the only ones whose readiness and restar
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterator
 
 from pipeline.findings import Finding
@@ -43,22 +42,14 @@ class Hold:
 class Holds:
     """The held Pods (in the store's `held`, which the filter reads) and their deadlines."""
 
-    __slots__ = ("_deadlines", "held", "now", "window")
+    __slots__ = ("deadlines", "held", "now", "window")
 
     def __init__(self, held: dict[ObjectKey, Hold], window: float = DEFAULT_RECOVERY_WINDOW) -> None:
         self.held = held
         self.window = window
         # (when the window ends, Pod, uid): entries whose hold went or changed are skipped when they fall due
-        self._deadlines: list[tuple[float, ObjectKey, str]] = []
+        self.deadlines: list[tuple[float, ObjectKey, str]] = []
         self.now: float | None = None  # the latest time seen, seconds since the epoch
-
-    def pending(self) -> bool:
-        """Whether some deadline waits for time to pass (only then need times be read)."""
-        return bool(self._deadlines)
-
-    def earliest(self) -> float:
-        """The first deadline (infinity without one)."""
-        return self._deadlines[0][0] if self._deadlines else math.inf
 
     def observe(self, key: ObjectKey, view: PodView | None, time: str | None) -> Finding | None:
         """The finding the Pod's verdict holds after this observation of it (None: not crash-looping).
@@ -97,7 +88,7 @@ class Holds:
             if self.now is None or when > self.now:
                 self.now = when
             hold.ready_since = when
-            heapq.heappush(self._deadlines, (when + self.window, key, hold.uid))
+            heapq.heappush(self.deadlines, (when + self.window, key, hold.uid))
         if self.now is not None and self.now >= hold.ready_since + self.window:
             del held[key]
             return None
@@ -108,7 +99,7 @@ class Holds:
         A Pod is released as each is yielded."""
         if self.now is None or now > self.now:
             self.now = now
-        deadlines, held = self._deadlines, self.held
+        deadlines, held = self.deadlines, self.held
         while deadlines and deadlines[0][0] <= now:
             deadline, key, uid = heapq.heappop(deadlines)
             hold = held.get(key)

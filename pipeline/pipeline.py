@@ -7,16 +7,15 @@ feeds it from a stream lives with the wiring.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import msgspec
 
 from pipeline.aggregate import Aggregator
-from pipeline.backends.base import Settings as BackendSettings
+from pipeline.backends.base import overrides
 from pipeline.backends.registry import make_backends
 from pipeline.diagnoses import Settings
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
-from pipeline.groups import DEFAULT_WINDOW
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output, StatusWanted
 from pipeline.views import StatusView, ViewStore
@@ -31,32 +30,33 @@ class Pipeline:
         clock: Callable[[], str] | None = None,
         synced: bool = True,
         readiness: bool = False,
-        group_window: float = DEFAULT_WINDOW,
+        tunables: Mapping[str, float] | None = None,
         strict: bool = False,
         recovery_window: float = DEFAULT_RECOVERY_WINDOW,
         diagnoses: Settings | None = None,
     ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
-        emits where each graph stands (`wait`, `get`); `group_window` bounds a LeaderWorkerSet group's
-        recreation loop; `recovery_window` how long a crash-looping Pod must be Ready before its verdict
-        clears (pipeline.holds); `diagnoses` the graces of the diagnoses beside the crash loop and
-        which of them fail a DGD (pipeline.diagnoses). See `Aggregator`. `strict`: nothing after the
-        first event the filter rejects is looked at (`replay --strict`)."""
+        emits where each graph stands (`wait`, `get`); `tunables` are the backends' settings by name
+        (pipeline.backends: a LeaderWorkerSet group's window, say); `recovery_window` how long a
+        crash-looping Pod must be Ready before its verdict clears (pipeline.holds); `diagnoses` the graces
+        of the diagnoses beside the crash loop and which of them fail a DGD (pipeline.diagnoses). See
+        `Aggregator`. `strict`: nothing after the first event the filter rejects is looked at
+        (`replay --strict`)."""
         self.strict = strict
         # the events the filter could not read, oldest first, for the caller to report and clear
         self.rejected: list[Rejected] = []
         self.store = ViewStore()
-        self.backends = make_backends(self.store, BackendSettings(group_window))
+        self.backends = make_backends(self.store, tunables)
+        self.store.claimers = tuple((b.name, type(b).claim) for b in self.backends if overrides(b, "claim"))
         self.filter = EventFilter(self.store, self.backends)
         self.aggregator = Aggregator(
             self.store,
+            self.backends,
             clock=clock,
             synced=synced,
             readiness=readiness,
-            group_window=group_window,
             recovery_window=recovery_window,
             diagnoses=diagnoses,
-            backends=self.backends,
         )
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:

@@ -11,12 +11,16 @@ neither, nothing says it is stale, as kstatus reads it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 
+import msgspec
+
+from pipeline.backends.base import Backend
 from pipeline.graph import GraphVerdict
-from pipeline.outputs import CrashLooping, GraphReadiness, Verdict
+from pipeline.index import Index
+from pipeline.outputs import CrashLooping, GraphReadiness, Output, Verdict
 from pipeline.status import DGD_CONDITION, STALLED, components_readiness
-from pipeline.views import StatusView
+from pipeline.views import GraphKey, ObjectKey, StatusView, ViewStore
 
 
 def observed_generation(dgd: StatusView) -> int:
@@ -38,10 +42,13 @@ def graph_readiness(
     verdict: GraphVerdict,
     dcds: Iterable[StatusView],
     time: str | None,
+    reporters: Sequence[Backend] = (),
 ) -> GraphReadiness:
+    """Where the graph stands for a waiter; `reporters`: the backends that report components with no DCD
+    on the DGD (pipeline.status.components_readiness)."""
     pairs = zip(verdict.components, verdict.findings, strict=True)
     crash_looping = tuple(CrashLooping(component, finding) for component, finding in pairs)
-    count, missing = components_readiness(dgd, dcds) if dgd is not None else (0, [])
+    count, missing = components_readiness(dgd, dcds, reporters) if dgd is not None else (0, [])
     not_ready = [f"{item.name}: {item.why}" for item in missing]
     ready_count = count - len(not_ready)
     if dgd is None:
@@ -89,3 +96,38 @@ def _decide(dgd: StatusView, current: bool, not_ready: list[str]) -> tuple[Verdi
     if not_ready:
         return "waiting", "ComponentsNotReady", "Resources not ready: " + "; ".join(not_ready)
     return "waiting", dgd.state or "NoStatus", f"state is {dgd.state!r}" if dgd.state else "no status yet"
+
+
+class ReadinessJudge:
+    """What a waiter (`wait`, `get`) was last told of each graph: a graph is judged again when its verdict,
+    its DGD or its DCDs change, and said again only when what it sees changed."""
+
+    __slots__ = ("dcds", "dcds_of_graph", "dgds", "reporters", "sent")
+
+    def __init__(
+        self, store: ViewStore, dcds_of_graph: Index[GraphKey, ObjectKey], reporters: Sequence[Backend]
+    ) -> None:
+        """`dcds_of_graph`: the DCDs of each graph (the status planner's index); `reporters`: the backends
+        that report components with no DCD on the DGD."""
+        self.dgds, self.dcds, self.dcds_of_graph = store.dgds, store.dcds, dcds_of_graph
+        self.reporters = reporters
+        self.sent: dict[GraphKey, GraphReadiness] = {}
+
+    def judge(
+        self, graphs: Iterable[GraphKey], verdict: Callable[[GraphKey], GraphVerdict], time: str | None
+    ) -> list[Output]:
+        """The graphs as a waiter sees them now, where that changed since they were last said."""
+        outputs: list[Output] = []
+        sent = self.sent
+        for graph in graphs:
+            dcds = (self.dcds[key] for key in self.dcds_of_graph.get(graph))
+            dgd = self.dgds.get(graph)
+            judged = graph_readiness(graph[0], graph[1], dgd, verdict(graph), dcds, None, self.reporters)
+            if sent.get(graph) == judged:
+                continue
+            if judged.found:
+                sent[graph] = judged
+            else:
+                sent.pop(graph, None)
+            outputs.append(msgspec.structs.replace(judged, time=time))
+        return outputs

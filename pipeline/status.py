@@ -10,10 +10,10 @@ retrying and backing off belong to the patcher sink; this module only decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
-from pipeline.backends import grove
+from pipeline.backends.base import Backend
 from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted, status_write
@@ -142,10 +142,12 @@ class NotReady(NamedTuple):
     reason: str  # the operator's word for it
 
 
-def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[int, list[NotReady]]:
+def components_readiness(
+    dgd: StatusView, dcds: Iterable[StatusView], reporters: Sequence[Backend] = ()
+) -> tuple[int, list[NotReady]]:
     """How many components the graph has, and those not ready, in the operator's words: a DCD by its
-    `Available` condition; a component with no DCD by what its backend reports on the DGD
-    (pipeline.backends.grove)."""
+    `Available` condition; a component with no DCD by what its backend (one of the `reporters`, e.g.
+    Grove's) reports on the DGD."""
     not_ready: list[NotReady] = []
     count = 0
     covered = set()
@@ -155,13 +157,19 @@ def components_readiness(dgd: StatusView, dcds: Iterable[StatusView]) -> tuple[i
         ok, why = dcd_is_available(dcd)
         if not ok:
             not_ready.append(NotReady(dcd.name, why, NOT_READY))
-    grove_count, grove_not_ready = grove.not_ready(dgd, covered)
-    not_ready += (NotReady(*item) for item in grove_not_ready)
-    return count + grove_count, sorted(not_ready)
+    for backend in reporters:
+        more, theirs = backend.not_ready(dgd, covered)
+        count += more
+        not_ready += (NotReady(*item) for item in theirs)
+    return count, sorted(not_ready)
 
 
 def dgd_ready(
-    dgd: StatusView, verdict: GraphVerdict, dcds: Iterable[StatusView], all_failed: bool = False
+    dgd: StatusView,
+    verdict: GraphVerdict,
+    dcds: Iterable[StatusView],
+    all_failed: bool = False,
+    reporters: Sequence[Backend] = (),
 ) -> tuple[str, Condition] | None:
     """The state and `Ready` condition crashwatch wants on a DGD, or None when it has nothing to say.
     `failed` is written for crash-looping components, as upstream does (the message lists those alone),
@@ -178,7 +186,7 @@ def dgd_ready(
     current = dgd.condition(DGD_CONDITION)
     if current is None or current.reason not in OWNED_DGD_REASONS:
         return None
-    count, not_ready = components_readiness(dgd, dcds)
+    count, not_ready = components_readiness(dgd, dcds, reporters)
     if count and not not_ready:
         return "successful", Condition(
             DGD_CONDITION,

@@ -10,25 +10,22 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
-from pipeline.crashloop import pod_ready
+from pipeline.crashloop import pod_failure, pod_ready
 from pipeline.diagnoses import diagnose
 from pipeline.findings import Finding
-from pipeline.groups import LWS_NAME, GroupPod, group_identity, pod_failure
 from stream.model.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
     ComponentReplicas,
     Condition,
-    Deployment,
     DynamoComponentDeployment,
     DynamoGraphDeployment,
     GraphTemplates,
     LabelSelector,
-    LeaderWorkerSet,
     Pod,
     graph_templates,
     read_labels,
@@ -52,6 +49,22 @@ def component_of(namespace: str, labels: dict[str, str]) -> ComponentKey | None:
     return (namespace, graph, component)
 
 
+class Claim(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A backend's hold on a Pod it hears (pipeline.backends): which backend, the Pod's place in its
+    workload in the backend's words (a LeaderWorkerSet and a group index), whether it leads that place,
+    and what the backend reads of it at each change: whether it is Ready, and its last failure."""
+
+    backend: str
+    place: tuple[str, ...]
+    lead: bool
+    ready: bool
+    failure: Finding | None  # a container down or restarted after a non-zero exit, or the Pod failed
+
+
+# A backend's claim on a Pod by its labels (pipeline.backends.base.Backend.claim), by the backend's name
+Claimer = tuple[str, Callable[[Mapping[str, str]], "tuple[tuple[str, ...], bool] | None"]]
+
+
 class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     """array_like: views also travel between processes (stream.sources.parallel), as compact msgpack arrays."""
 
@@ -61,7 +74,7 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     labels: Labels
     component: ComponentKey | None
     finding: Finding | None  # a crash loop, or another diagnosis (pipeline.diagnoses)
-    group: GroupPod | None = None  # a LeaderWorkerSet group's Pod: what the group-recreation rule reads
+    claim: Claim | None = None  # a backend's Pod (a LeaderWorkerSet group's): what its rule reads
     # what holding a crash-loop verdict between restarts reads (pipeline.holds): whether the Pod is Ready,
     # its containers' restarts in all (a restart while Ready starts the recovery window over), and
     # whether it finished (Succeeded or Failed: it will not run again)
@@ -70,27 +83,30 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     finished: bool = False
 
 
-def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
+def pod_view(pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer, ...] = ()) -> PodView:
     """The Pod's view. With the Pod's `previous` view, labels whose text did not change are not read
-    again: the component and group they name are the previous view's, and so are the (pooled) objects
-    that hold them, which the filter then keeps as they are. Raises stream.model.objects.LabelsProblem."""
+    again: the component and claim they name are the previous view's, and so are the (pooled) objects
+    that hold them, which the filter then keeps as they are; new labels are offered to the `claimers`
+    (the first that claims the Pod has it). Raises stream.model.objects.LabelsProblem."""
     meta = pod.metadata
     namespace = meta.namespace
     text = bytes(meta.labels)
     ready = pod_ready(pod)
-    group: GroupPod | None = None
+    claim: Claim | None = None
     if previous is not None and previous.labels == text and previous.component is not None:
         namespace, text = previous.namespace, previous.labels
         component: ComponentKey | None = previous.component
-        was = previous.group
+        was = previous.claim
         if was is not None:
-            group = GroupPod(was.lws, was.group, was.leader, ready, pod_failure(pod))
+            claim = Claim(was.backend, was.place, was.lead, ready, pod_failure(pod))
     else:
         labels = read_labels(text)
         component = component_of(namespace, labels)
-        identity = group_identity(labels) if LWS_NAME in labels else None
-        if identity is not None:
-            group = GroupPod(*identity, ready, pod_failure(pod))
+        for backend, claims in claimers:
+            place = claims(labels)
+            if place is not None:
+                claim = Claim(backend, place[0], place[1], ready, pod_failure(pod))
+                break
     status = pod.status
     restarts = 0
     for container in status.container_statuses:
@@ -105,7 +121,7 @@ def pod_view(pod: Pod, previous: PodView | None = None) -> PodView:
         text,
         component if meta.deletion_timestamp is None else None,
         diagnose(pod, ready),
-        group,
+        claim,
         ready,
         restarts,
         status.phase == "Succeeded" or status.phase == "Failed",
@@ -116,9 +132,10 @@ _encode_view = msgspec.msgpack.Encoder().encode
 decode_view = msgspec.msgpack.Decoder(PodView).decode
 
 
-def encode_view(pod: Pod) -> bytes:
-    """A Pod's view, msgpack-encoded: what a parallel replay's workers send instead of the Pod."""
-    return _encode_view(pod_view(pod))
+def encode_view(pod: Pod, claimers: tuple[Claimer, ...] = ()) -> bytes:
+    """A Pod's view, msgpack-encoded: what a parallel replay's workers send instead of the Pod (with the
+    registered backends' `claimers`, pipeline.backends.registry)."""
+    return _encode_view(pod_view(pod, None, claimers))
 
 
 class Requirement(msgspec.Struct, frozen=True, gc=False):
@@ -166,31 +183,6 @@ def selector_matches(selector: Selector, labels: Mapping[str, str]) -> bool:
     return True
 
 
-class DeploymentView(msgspec.Struct, frozen=True, gc=False):
-    uid: str
-    namespace: str
-    name: str
-    selector: Selector | None
-    owner_dcd: str | None
-    available: bool
-
-
-def deployment_view(deployment: Deployment) -> DeploymentView:
-    meta = deployment.metadata
-    status = deployment.status
-    available = status.observed_generation >= meta.generation and any(
-        c.type == "Available" and c.status == "True" for c in status.conditions
-    )
-    return DeploymentView(
-        uid=meta.uid,
-        namespace=_intern(meta.namespace),
-        name=meta.name,
-        selector=parse_selector(deployment.spec.selector),
-        owner_dcd=meta.controller_of_kind("DynamoComponentDeployment"),
-        available=available,
-    )
-
-
 class StatusView(msgspec.Struct, frozen=True, gc=False):
     """A DCD or DGD: who it is, and the status fields crashwatch may write. Each kind has its own view
     type (`DcdView`, `DgdView`), so the aggregator dispatches on the type alone."""
@@ -227,28 +219,6 @@ class DgdView(StatusView, frozen=True, gc=False):
     templates: GraphTemplates = GraphTemplates()  # what shapes each component's Pods (pipeline.rollouts)
 
 
-class LwsView(msgspec.Struct, frozen=True, gc=False):
-    """A LeaderWorkerSet: how many groups it wants, and whether it says its restart budget ran out."""
-
-    uid: str
-    namespace: str
-    name: str
-    replicas: int
-    failed: str | None  # the message of a `Failed=True` condition
-
-
-def lws_view(lws: LeaderWorkerSet) -> LwsView:
-    meta = lws.metadata
-    failed = next((c for c in lws.status.conditions if c.type == "Failed" and c.status == "True"), None)
-    return LwsView(
-        meta.uid,
-        _intern(meta.namespace),
-        meta.name,
-        lws.spec.replicas,
-        (failed.message or failed.reason or "Failed") if failed is not None else None,
-    )
-
-
 def status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment) -> DcdView | DgdView:
     if isinstance(obj, DynamoGraphDeployment):
         reported = obj.status.components or obj.status.services or {}
@@ -280,7 +250,20 @@ def _status_view(obj: DynamoComponentDeployment | DynamoGraphDeployment, is_dgd:
     )
 
 
-View = PodView | DeploymentView | DcdView | DgdView | LwsView
+class ObjectView(Protocol):
+    """What every view says of its object (a backend's own views too): who it is."""
+
+    @property
+    def uid(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+View = PodView | DcdView | DgdView | ObjectView
 
 # Objects are keyed by namespace and name: a delete and a recreate that arrive as one update are then
 # just an update, and the uid guards against a late DELETED of an object that was already replaced.
@@ -289,36 +272,31 @@ ObjectKey = tuple[str, str]
 
 class ViewStore:
     """The current view of every object the pipeline holds, once: the filter writes it (it decides what
-    changed) and the aggregator reads it, so no object is held twice."""
+    changed) and the aggregator and the backends read it, so no object is held twice."""
 
-    __slots__ = ("by_type", "dcds", "deployments", "dgds", "held", "lws", "pods")
+    __slots__ = ("by_type", "claimers", "dcds", "dgds", "held", "makers", "pods")
 
-    def __init__(self) -> None:
+    def __init__(self, claimers: tuple[Claimer, ...] = ()) -> None:
+        """`claimers`: the backends that claim Pods by their labels (pipeline.backends)."""
         self.pods: dict[ObjectKey, PodView] = {}  # only Pods with the graph and component labels
-        self.deployments: dict[ObjectKey, DeploymentView] = {}
         self.dcds: dict[ObjectKey, DcdView] = {}
         self.dgds: dict[ObjectKey, DgdView] = {}
-        self.lws: dict[ObjectKey, LwsView] = {}
         # the Pods whose crash-loop verdict is held between restarts (the aggregator's, pipeline.holds):
         # the only ones whose readiness and restart count the filter must pass on
         self.held: dict[ObjectKey, Any] = {}
-        # the views of every kind but Pods, by their type: the filter's generic path
-        self.by_type: dict[type, dict[ObjectKey, Any]] = {
-            DeploymentView: self.deployments,
-            DcdView: self.dcds,
-            DgdView: self.dgds,
-            LwsView: self.lws,
+        self.claimers = claimers
+        # the views of every kind but Pods, by their type: the filter's generic path; and the one place a
+        # decoded object's kind picks its view (the aggregator dispatches on the view's type)
+        self.by_type: dict[type, dict[ObjectKey, Any]] = {DcdView: self.dcds, DgdView: self.dgds}
+        self.makers: dict[type, Callable[[Any], Any]] = {
+            DynamoComponentDeployment: status_view,
+            DynamoGraphDeployment: status_view,
         }
+
+    def add_kind(self, decoded: type, view: type, make: Callable[[Any], Any]) -> dict[ObjectKey, Any]:
+        """A backend's kind: its objects' views are made by `make` and held here; the dict that holds them."""
+        self.makers[decoded] = make
+        return self.by_type.setdefault(view, {})
 
     def __len__(self) -> int:
         return sum(len(views) for views in (self.pods, *self.by_type.values()))
-
-
-# The one place a decoded object's kind picks its view; the aggregator dispatches on the view's type.
-VIEWS: dict[type[Any], Callable[[Any], View]] = {
-    Pod: pod_view,
-    Deployment: deployment_view,
-    DynamoComponentDeployment: status_view,
-    DynamoGraphDeployment: status_view,
-    LeaderWorkerSet: lws_view,
-}

@@ -12,7 +12,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.crashloop import Finding
+from pipeline.findings import Finding
 from pipeline.outputs import ComponentChange, GraphChange
 from sinks.events import EventStats
 from sinks.metrics import Metrics

@@ -24,7 +24,8 @@ LIVE_COMMANDS = ("run", "tail", "record", "wait", "get")
 
 
 class Watcher:
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, command: list[str] | None = None) -> None:
+        """`command`: what runs crashwatch's command line (by default the installed `crashwatch`)."""
         if args and args[0] in LIVE_COMMANDS and "--recovery-window" not in args:
             args = (*args, "--recovery-window", STAND_IN_RECOVERY_WINDOW)
         self.args = args
@@ -32,7 +33,7 @@ class Watcher:
         self.err: list[str] = []
         self._lock = threading.Lock()
         self.process = popen(
-            [*crashwatch_command(), *args],
+            [*(command or crashwatch_command()), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,

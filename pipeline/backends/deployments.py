@@ -8,26 +8,57 @@ lookup scans the Deployments) and by their owning DCD.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-from pipeline.backends.base import NO_EFFECTS, Backend, Effects, Settings
+import msgspec
+
+from pipeline.backends.base import NO_EFFECTS, Backend, Effects, Kind
 from pipeline.index import Index
 from pipeline.status import DCD_CONDITION
-from pipeline.views import ComponentKey, DeploymentView, ObjectKey, PodView, View, ViewStore, selector_matches
-from stream.model.objects import Condition, read_labels
+from pipeline.views import ComponentKey, ObjectKey, PodView, Selector, ViewStore, parse_selector, selector_matches
+from stream.model.objects import Condition, Deployment, read_labels
+
+
+class DeploymentView(msgspec.Struct, frozen=True, gc=False):
+    uid: str
+    namespace: str
+    name: str
+    selector: Selector | None
+    owner_dcd: str | None
+    available: bool
+
+
+def deployment_view(deployment: Deployment) -> DeploymentView:
+    meta = deployment.metadata
+    status = deployment.status
+    available = status.observed_generation >= meta.generation and any(
+        c.type == "Available" and c.status == "True" for c in status.conditions
+    )
+    return DeploymentView(
+        uid=meta.uid,
+        namespace=sys.intern(meta.namespace),
+        name=meta.name,
+        selector=parse_selector(deployment.spec.selector),
+        owner_dcd=meta.controller_of_kind("DynamoComponentDeployment"),
+        available=available,
+    )
+
 
 
 class Deployments(Backend):
-    kinds = (DeploymentView,)
+    name = "deployments"
+    kinds = (Kind(Deployment, DeploymentView, deployment_view),)
 
-    def __init__(self, store: ViewStore, settings: Settings) -> None:
+    def __init__(self, store: ViewStore, settings: Mapping[str, float]) -> None:
         super().__init__(store, settings)
-        self.deployments = store.deployments
+        self.deployments: dict[ObjectKey, DeploymentView] = self.views[DeploymentView]
         self._anchor: Index[tuple[str, str, str], ObjectKey] = Index()
         self._unanchored: Index[str, ObjectKey] = Index()
         self._by_dcd: Index[ObjectKey, ObjectKey] = Index()
 
-    def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
+    def apply(self, key: ObjectKey, old: Any | None, new: Any | None, time: str | None) -> Effects:
         """A Deployment changed: its owning DCDs (before and after) are decided again."""
         owners: list[ObjectKey] = []
         if isinstance(old, DeploymentView):

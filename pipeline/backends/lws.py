@@ -11,25 +11,77 @@ and DGD that may carry a group loop over a watcher restart) is handed to it; it 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Iterable, Sequence
+import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
-from pipeline.backends.base import Backend, Effects, Settings
-from pipeline.findings import Finding
-from pipeline.graph import GRAPH_MESSAGE_PREFIX, REASON_CRASH_LOOPING
-from pipeline.groups import (
+import msgspec
+
+from pipeline.backends.base import Backend, Effects, Kind, Place, Tunable
+from pipeline.backends.lws_groups import (
+    DEFAULT_WINDOW,
     MIN_RECREATIONS,
     GroupHistory,
     GroupKey,
     budget_finding,
     group_finding,
+    group_identity,
     held_finding,
     is_group_text,
 )
+from pipeline.findings import Finding
+from pipeline.graph import GRAPH_MESSAGE_PREFIX, REASON_CRASH_LOOPING
 from pipeline.index import EMPTY, Index
 from pipeline.status import DCD_CONDITION, DCD_REASON_CRASH_LOOPING, DGD_CONDITION
-from pipeline.views import ComponentKey, DcdView, DgdView, LwsView, ObjectKey, PodView, View, ViewStore
-from stream.model.objects import Condition
+from pipeline.timing import Due
+from pipeline.views import Claim, ComponentKey, DcdView, DgdView, ObjectKey, PodView, ViewStore
+from stream.model.kinds import Watched
+from stream.model.objects import Condition, ObjectMeta
 from stream.model.times import seconds
+
+# --- the LeaderWorkerSet object, as crashwatch reads it ---------------------------------------------
+
+
+class LeaderWorkerSetSpec(msgspec.Struct, gc=False, omit_defaults=True):
+    replicas: int = 1  # the number of groups
+
+
+class LeaderWorkerSetStatus(msgspec.Struct, gc=False, omit_defaults=True):
+    conditions: tuple[Condition, ...] = ()
+
+
+class LeaderWorkerSet(msgspec.Struct, gc=False, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
+    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
+    spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
+    status: LeaderWorkerSetStatus = msgspec.field(default_factory=LeaderWorkerSetStatus)
+
+
+class LwsView(msgspec.Struct, frozen=True, gc=False):
+    """A LeaderWorkerSet: how many groups it wants, and whether it says its restart budget ran out."""
+
+    uid: str
+    namespace: str
+    name: str
+    replicas: int
+    failed: str | None  # the message of a `Failed=True` condition
+
+
+def lws_view(lws: LeaderWorkerSet) -> LwsView:
+    meta = lws.metadata
+    failed = next((c for c in lws.status.conditions if c.type == "Failed" and c.status == "True"), None)
+    return LwsView(
+        meta.uid,
+        sys.intern(meta.namespace),
+        meta.name,
+        lws.spec.replicas,
+        (failed.message or failed.reason or "Failed") if failed is not None else None,
+    )
+
+
+
+# every LeaderWorkerSet: whether Dynamo, a DisaggregatedSet or someone else made it, its groups' Pods carry
+# the graph labels, and it says how many groups it wants and whether its restart budget ran out
+LEADERWORKERSETS = Watched("LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", LeaderWorkerSet)
 
 
 def _on_streak(history: GroupHistory) -> bool:
@@ -37,15 +89,27 @@ def _on_streak(history: GroupHistory) -> bool:
 
 
 class LwsGroups(Backend):
-    kinds = (LwsView,)
-    reads_pods = True
-    tracks_components = True
+    name = "lws"
+    kinds = (Kind(LeaderWorkerSet, LwsView, lws_view, LEADERWORKERSETS),)
+    tunables = (
+        Tunable(
+            "group_window",
+            "--group-window",
+            DEFAULT_WINDOW,
+            "a LeaderWorkerSet group recreated at least twice, each after a failure and at most this long "
+            "apart, and not all Ready, is recreation-looping (default: 10m)",
+        ),
+    )
 
-    def __init__(self, store: ViewStore, settings: Settings) -> None:
+    @staticmethod
+    def claim(labels: Mapping[str, str]) -> Place | None:
+        return group_identity(labels)
+
+    def __init__(self, store: ViewStore, settings: Mapping[str, float]) -> None:
         super().__init__(store, settings)
-        self.group_window = settings.group_window
+        self.group_window = self.setting(settings, "group_window")
         self.pods = store.pods
-        self.lws = store.lws
+        self.lws: dict[ObjectKey, LwsView] = self.views[LwsView]
         self.groups: dict[GroupKey, GroupHistory] = {}
         # `deadlines`: (when its grace ends, group) for groups left without a Pod; stale entries are skipped
         # when due
@@ -68,26 +132,30 @@ class LwsGroups(Backend):
 
     def observe_pod(
         self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
-    ) -> list[ComponentKey] | None:
+    ) -> list[ComponentKey]:
         """Hand a LeaderWorkerSet Pod's change to its group's history; the components whose group
-        verdict may have changed. None for a Pod of no group."""
-        if (old is None or old.group is None) and (new is None or new.group is None):
-            return None
+        verdict may have changed."""
         touched: list[ComponentKey] = []
         namespace, name = key
-        new_group = new.group if new is not None and new.component is not None else None
-        if old is not None and old.group is not None:
-            old_key = (namespace, old.group.lws, old.group.group)
-            if new_group is None or old_key != (namespace, new_group.lws, new_group.group):
+        was = self._claimed(old)
+        new_group = self._claimed(new) if new is not None and new.component is not None else None
+        if old is not None and was is not None:
+            old_key = (namespace, was.place[0], was.place[1])
+            if new_group is None or old_key != (namespace, new_group.place[0], new_group.place[1]):
                 history = self.groups.get(old_key)
                 if history is not None:
                     history.observe(name, old.uid, None, None, self.group_window)
                     touched += self._left_group(old_key, history, time if new is None else None)
         if new is not None and new_group is not None and new.component is not None:
-            touched += self._joined_group((namespace, new_group.lws, new_group.group), name, old, new, time)
+            touched += self._joined_group((namespace, new_group.place[0], new_group.place[1]), name, old, new, time)
         return touched
 
-    def apply(self, key: ObjectKey, old: View | None, new: View | None, time: str | None) -> Effects:
+    def _claimed(self, view: PodView | None) -> Claim | None:
+        """The Pod's claim, if it is this backend's."""
+        claim = view.claim if view is not None else None
+        return claim if claim is not None and claim.backend == self.name else None
+
+    def apply(self, key: ObjectKey, old: Any | None, new: Any | None, time: str | None) -> Effects:
         """A LeaderWorkerSet changed: groups it no longer wants (scaled down, or it is gone) are forgotten
         with their history, and its `Failed` condition, if any, is weighed for its groups."""
         lws = new if isinstance(new, LwsView) else None
@@ -185,7 +253,7 @@ class LwsGroups(Backend):
     def components(self) -> Iterable[ComponentKey]:
         return self.groups_of.keys()
 
-    def due(self, now: float) -> list[tuple[float, list[ComponentKey]]]:
+    def due(self, now: float) -> list[Due]:
         """The groups without a Pod for the group window by `now` are gone, each when its time ran out."""
         gone, window, due = self.deadlines, self.group_window, []
         while gone and gone[0][0] <= now:
@@ -200,12 +268,12 @@ class LwsGroups(Backend):
 
     def quiet(self, old: PodView, new: PodView) -> bool:
         """A readiness flip of a group's Pod that its group's state says cannot change a verdict."""
-        was, now = old.group, new.group
+        was, now = old.claim, new.claim
         return (
             was is not None
             and now is not None
-            and (was.lws, was.group, was.leader, was.failure) == (now.lws, now.group, now.leader, now.failure)
-            and not self.matters(old.namespace, was.lws, was.group)
+            and (was.place, was.lead, was.failure) == (now.place, now.lead, now.failure)
+            and not self.matters(old.namespace, *was.place)
         )
 
     def matters(self, namespace: str, lws: str, group: str) -> bool:
@@ -228,16 +296,16 @@ class LwsGroups(Backend):
         led = False
         for name in history.pods:
             view = pods.get((namespace, name))
-            if view is None or view.group is None or not view.group.ready:
+            if view is None or view.claim is None or not view.claim.ready:
                 return False
-            led = led or view.group.leader
+            led = led or view.claim.lead
         return led
 
     def _joined_group(
         self, group_key: GroupKey, name: str, old: PodView | None, new: PodView, time: str | None
     ) -> list[ComponentKey]:
         """A Pod came into the group, or changed in it: its history hears it."""
-        new_group, component = new.group, new.component
+        new_group, component = new.claim, new.component
         assert new_group is not None and component is not None
         touched: list[ComponentKey] = []
         history = self.groups.get(group_key)
@@ -261,7 +329,7 @@ class LwsGroups(Backend):
             else:
                 self.streaking.remove(component, group_key)
         # a new Pod or a readiness flip may change whether the group is all Ready
-        flipped = old is None or old.group is None or old.group.ready != new_group.ready
+        flipped = old is None or old.claim is None or old.claim.ready != new_group.ready
         if history.streak != streak or (flipped and self._matters(group_key)):
             touched.append(component)
         return touched

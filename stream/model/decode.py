@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from stream.model import kinds
 from stream.model.events import WatchEvent
 from stream.model.objects import KINDS, KubeObject, Pod, Status, own_labels
 
@@ -208,7 +209,7 @@ def from_value(value: Any, namespace: str = "") -> Decoded:
     if kind == "Status":
         raise RecordProblem(_api_error(value))
     if isinstance(kind, str) and isinstance(value.get("metadata"), dict):
-        if kind not in KINDS:
+        if not _reads(kind):
             return [], []  # a kind crashwatch does not read, as in a watch event
         return _convert({"type": "ADDED", "object": value}, namespace), []
     raise RecordProblem("not a watch event (no `type` and `object`), a List or a Kubernetes object")
@@ -271,7 +272,7 @@ def _watch_event(value: dict[str, Any]) -> list[WatchEvent]:
     kind = obj.get("kind")
     if not isinstance(kind, str):
         raise RecordProblem("`object` lacks a string `kind`")
-    if kind not in KINDS:
+    if not _reads(kind):
         _check_type(value.get("type"))
         return []
     return _convert(value)
@@ -287,7 +288,7 @@ def _list_item(item: Any, list_kind: str, namespace: str = "") -> WatchEvent | N
     if kind is None and list_kind != "List":
         kind = list_kind[: -len("List")]
         item = {**item, "kind": kind}
-    if kind not in KINDS:
+    if not _reads(kind):
         return None
     return _convert({"type": "ADDED", "object": item}, namespace)[0]
 
@@ -300,12 +301,19 @@ _MAX_NULLS = 64
 _SPEC_AS_TEXT = ("Pod", "DynamoGraphDeployment")  # kinds whose spec the typed decoder keeps as JSON text
 
 
+def _reads(kind: object) -> bool:
+    """Whether crashwatch reads objects of this kind: its own, or a backend's (stream.model.kinds)."""
+    return kind in KINDS or (type(kind) is str and kinds.is_registered(kind))
+
+
 def typed_event(value: dict[str, Any]) -> WatchEvent:
     """A parsed watch event as the typed decoder would have read it from JSON. Raises msgspec's
     ValidationError. A Pod's labels and spec, and a DGD's spec, stay JSON text (`PodMeta`, `Pod`,
     `DynamoGraphDeployment`), so they are written back as such."""
     obj = value.get("object")
     kind = obj.get("kind") if type(obj) is dict else None
+    if type(kind) is str and kind not in KINDS and kinds.is_registered(kind):
+        return kinds.convert(value)
     meta = obj.get("metadata") if type(obj) is dict and kind == "Pod" else None
     if type(meta) is dict and "labels" in meta and type(meta["labels"]) is not msgspec.Raw:
         with contextlib.suppress(TypeError, ValueError):  # left as it is: the conversion then says what is wrong

@@ -369,24 +369,6 @@ def graph_templates(dgd: DynamoGraphDeployment) -> GraphTemplates:
     return GraphTemplates(_digest(shared), tuple(components))
 
 
-# --- LeaderWorkerSet ---------------------------------------------------------------------------------
-# (Grove's PodCliques are not read: the DGD's own status.components says what Grove reports.)
-
-
-class LeaderWorkerSetSpec(msgspec.Struct, gc=False, omit_defaults=True):
-    replicas: int = 1  # the number of groups
-
-
-class LeaderWorkerSetStatus(msgspec.Struct, gc=False, omit_defaults=True):
-    conditions: tuple[Condition, ...] = ()
-
-
-class LeaderWorkerSet(msgspec.Struct, gc=False, tag_field="kind", tag="LeaderWorkerSet", omit_defaults=True):
-    metadata: ObjectMeta = msgspec.field(default_factory=ObjectMeta)
-    spec: LeaderWorkerSetSpec = msgspec.field(default_factory=LeaderWorkerSetSpec)
-    status: LeaderWorkerSetStatus = msgspec.field(default_factory=LeaderWorkerSetStatus)
-
-
 @final  # so that `type(obj) is Status` tells the type checker every other kind has metadata
 class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defaults=True):
     """The object of an ERROR watch event (410 Gone among others)."""
@@ -396,7 +378,7 @@ class Status(msgspec.Struct, gc=False, tag_field="kind", tag="Status", omit_defa
     message: str = ""
 
 
-KubeObject = Pod | Deployment | DynamoComponentDeployment | DynamoGraphDeployment | LeaderWorkerSet | Status
+KubeObject = Pod | Deployment | DynamoComponentDeployment | DynamoGraphDeployment | Status
 
 KINDS: frozenset[str] = frozenset(
     t.__struct_config__.tag  # type: ignore[misc]
@@ -405,7 +387,6 @@ KINDS: frozenset[str] = frozenset(
         Deployment,
         DynamoComponentDeployment,
         DynamoGraphDeployment,
-        LeaderWorkerSet,
         Status,
     )
 )

@@ -13,6 +13,7 @@ from typing import Any, Generic, TypeVar
 
 import msgspec
 
+from stream.model.kinds import Watched
 from stream.model.objects import (
     COMPONENT_LABEL,
     GRAPH_LABEL,
@@ -20,7 +21,6 @@ from stream.model.objects import (
     DynamoComponentDeployment,
     DynamoGraphDeployment,
     KubeObject,
-    LeaderWorkerSet,
     ObjectMeta,
     Pod,
     PodMeta,
@@ -91,6 +91,19 @@ class Resource:
             decoder = self._decoders["object"] = msgspec.json.Decoder(self.type)
         return decoder
 
+    @classmethod
+    def of(cls, watched: Watched) -> Resource:
+        """A backend's own kind (stream.model.kinds): watched where the cluster serves it."""
+        return cls(
+            watched.kind,
+            watched.group,
+            watched.version,
+            watched.plural,
+            watched.type,
+            label_selector=watched.label_selector,
+            optional=True,
+        )
+
     def tombstone(self, namespace: str, name: str, uid: str) -> KubeObject:
         """An object gone while nobody watched (found missing by a relist), as a DELETED event carries it."""
         if self.type is Pod:
@@ -102,15 +115,7 @@ class Resource:
 
 
 PODS = Resource("Pod", "", "v1", "pods", Pod, label_selector=f"{GRAPH_LABEL},{COMPONENT_LABEL}")
-# every LeaderWorkerSet: whether Dynamo, a DisaggregatedSet or someone else made it, its groups' Pods carry
-# the graph labels, and it says how many groups it wants and whether its restart budget ran out
-LEADERWORKERSETS = Resource(
-    "LeaderWorkerSet", "leaderworkerset.x-k8s.io", "v1", "leaderworkersets", LeaderWorkerSet, optional=True
-)
 DEPLOYMENTS = Resource("Deployment", "apps", "v1", "deployments", Deployment, label_selector=GRAPH_LABEL)
-# the workload objects of backends (pipeline.backends) whose CRDs a cluster may not have: watched where served
-BACKEND_RESOURCES: tuple[Resource, ...] = (LEADERWORKERSETS,)
-
 
 def dynamo_resources(version: str) -> tuple[Resource, Resource]:
     return (

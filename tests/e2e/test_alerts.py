@@ -16,8 +16,7 @@ import yaml
 from promtool_bin import promtool
 from scrapes import Target, Watcher, duration_seconds, input_series, render_annotation
 
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import IMAGE_PULL
+from pipeline.findings import IMAGE_PULL, Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "k8s" / "monitoring" / "crashwatch.rules.yaml"

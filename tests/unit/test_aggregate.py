@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 from builders import container, crashing, dcd, deployment, event, healthy, labels, pod, relabel
 
+from pipeline.backends.deployments import Deployments
 from pipeline.filter import ObjectUpdate
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
@@ -206,7 +207,7 @@ def test_index_keys_are_dropped_when_sets_empty() -> None:
     for i in range(5):
         h.feed(event("DELETED", crashing(f"p{i}", pod_labels=labels(**{"x": str(i)}))))
     a = h.aggregator
-    assert (a.pods, a._components, a._graphs) == ({}, {}, {})
+    assert (a.pods, a._pods_of.sets, a._reported, len(a.graphs), a.findings.looping.sets) == ({}, {}, {}, 0, {})
     assert (len(h.filter._labels), len(h.filter._components)) == (0, 0)
 
 
@@ -247,7 +248,8 @@ def test_deployment_index_finds_pods_and_owner_dcd_names_the_component() -> None
     h.feed(event("ADDED", deployment("dep", match_labels={"sel": "w"}, owner_dcd="g-worker")))
     got = h.changes(event("ADDED", crashing("a", pod_labels=labels(sel="w"))))
     assert got[0].dcd == "g-worker"  # type: ignore[union-attr]
-    assert [d.name for d in h.aggregator.deployments_selecting(h.aggregator.pods[("ns", "a")])] == ["dep"]
+    deployments = h.aggregator.backend(Deployments)
+    assert [d.name for d in deployments.selecting(h.aggregator.pods[("ns", "a")])] == ["dep"]
     # a DCD labelled with the component is preferred
     h.feed(event("ADDED", dcd("g-worker-abc123")))
     got = h.changes(event("MODIFIED", crashing("a", restarts=3, pod_labels=labels(sel="w"))))

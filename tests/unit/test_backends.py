@@ -88,7 +88,7 @@ def test_readiness_flips_of_a_group_that_cannot_act_on_them_are_kept_but_not_pas
     worker = ("ns", "g-worker-0-0-1")
     for ready in (True, False):  # no streak, its LWS content: nothing a flip could change
         assert pipeline.filter.observe(event("MODIFIED", lws_pod(worker=1, ready=ready))) is None
-        group = pipeline.store.pods[worker].group
+        group = pipeline.store.pods[worker].claim
         assert group is not None and group.ready is ready  # kept, for whoever reads the group later
     # LWS's restart budget runs out: whether the group is all Ready is read from the kept views
     (change,) = components(feed(pipeline, [event("MODIFIED", lws(failed="group 0 restarted 5 times"))]))

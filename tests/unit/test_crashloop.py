@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from builders import container, pod, typed_pod
 
-from pipeline.crashloop import Finding, crash_loop
+from pipeline.crashloop import crash_loop
+from pipeline.findings import Finding
 
 
 def check(raw: dict[str, Any]) -> Finding | None:

@@ -8,16 +8,8 @@ from typing import Any
 import pytest
 from builders import container, event, pod, typed_pod
 
-from pipeline.crashloop import Finding
-from pipeline.diagnoses import (
-    CONFIG_ERROR,
-    IMAGE_PULL,
-    OOM_KILLED,
-    RESTART_LOOP,
-    UNSCHEDULABLE,
-    Settings,
-    diagnose,
-)
+from pipeline.diagnoses import Settings, diagnose
+from pipeline.findings import CONFIG_ERROR, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 from pipeline.outputs import ComponentChange, GraphChange, Output
 from pipeline.pipeline import Pipeline
 
@@ -348,7 +340,7 @@ def test_a_graced_finding_ends_with_its_pod() -> None:
         (at(2), "component", None),
         (at(2), "graph", None),
     ]
-    assert pipeline.aggregator.graces.tracked == {}
+    assert pipeline.aggregator.findings.graces.tracked == {}
     assert not pipeline.aggregator.pending()
 
 

@@ -139,7 +139,7 @@ def test_each_diagnosis_has_its_stalled_reason_and_its_event() -> None:
         assert {(o.type, o.reason) for o in recovered} == {("Normal", "ComponentRecovered")}
     # the scheduler's condition, its transition time null: the grace counts from first sight
     pipeline = setup()
-    pipeline.aggregator.graces.settings = Settings(unschedulable_grace=60)
+    pipeline.aggregator.findings.graces.settings = Settings(unschedulable_grace=60)
     assert [o for o in feed(pipeline, unschedulable) if isinstance(o, StatusWanted)] == []
     out = pipeline.tick("2026-11-20T10:01:00Z")
     assert wanted(out, "DynamoComponentDeployment")["Stalled"] == (

@@ -21,11 +21,11 @@ from sinks.events import (
     Occurrence,
     Regarding,
     event_name,
-    micro_time,
     note,
     occurrences,
 )
 from stream.model.messages import About
+from stream.model.times import micro_time
 from stream.sources.client import TokenBucket
 
 DCD = "DynamoComponentDeployment"

@@ -117,16 +117,14 @@ def looking_at_everything() -> Pipeline:
     """A pipeline that passes every readiness flip on, recomputes a group Pod's component on every change
     of the Pod whatever the group's state, and looks at every group of a component for a loop."""
     pipeline = Pipeline()
-    pipeline.filter.backends = ()
+    pipeline.filter._quiet = {}
     groups = pipeline.aggregator.backend(LwsGroups)
     groups.streaking = _AllGroups(groups.groups_of)  # type: ignore[assignment]
     groups._failed_lws = {("", "")}  # never a real LWS, but not empty: every group is scanned
     observe_pod = groups.observe_pod
 
-    def every_time(key: Any, old: PodView | None, new: PodView | None, time: str | None) -> list[Any] | None:
+    def every_time(key: Any, old: PodView | None, new: PodView | None, time: str | None) -> list[Any]:
         touched = observe_pod(key, old, new, time)
-        if touched is None:  # not a group's Pod
-            return None
         return touched + [v.component for v in (old, new) if v and v.component]
 
     groups.observe_pod = every_time  # type: ignore[method-assign]

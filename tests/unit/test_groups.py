@@ -8,7 +8,7 @@ from builders import dcd, dgd, event, lws_pod
 from lwsgroups import at, components, feed, incarnation
 
 from pipeline.backends.lws import LwsGroups
-from pipeline.groups import is_group_text
+from pipeline.backends.lws_groups import is_group_text
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, Output, StatusWanted
 from pipeline.pipeline import Pipeline
 
@@ -16,7 +16,7 @@ WINDOW = 600.0
 
 
 def test_one_recreation_is_not_a_loop_two_within_the_window_are() -> None:
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10))
     assert components(out) == []  # recreated once: LWS doing its job
     out = feed(pipeline, [event("ADDED", lws_pod(incarnation=3), time=at(20))])
@@ -35,13 +35,13 @@ def test_one_recreation_is_not_a_loop_two_within_the_window_are() -> None:
 
 
 def test_recreations_further_apart_than_the_window_are_not_a_loop() -> None:
-    pipeline = Pipeline(group_window=60.0)
+    pipeline = Pipeline(tunables={"group_window": 60.0})
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 100), incarnation(3, 200), incarnation(4, 300))
     assert components(out) == []
 
 
 def test_recreations_after_exit_0_are_not_a_loop() -> None:
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     out = feed(pipeline, *(incarnation(n, n * 10, fail=False) for n in range(1, 5)))
     assert components(out) == []
     # and a failure-free recreation ends a streak
@@ -50,7 +50,7 @@ def test_recreations_after_exit_0_are_not_a_loop() -> None:
 
 
 def test_a_loop_recovers_when_the_group_is_ready_and_writes_follow() -> None:
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     feed(pipeline, [event("ADDED", dcd("g-worker")), event("ADDED", dgd())])
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), time=at(20))])
     wants = [o for o in out if isinstance(o, StatusWanted)]
@@ -89,7 +89,7 @@ def test_a_loop_recovers_when_the_group_is_ready_and_writes_follow() -> None:
 def _restarted(dcd_message: str, pods: list[dict[str, Any]]) -> tuple[Pipeline, list[Output]]:
     """A watcher that starts when the DCD and DGD already report a group loop (its history is gone)."""
     graph_message = f"Components crash-looping: worker: {dcd_message}"
-    pipeline = Pipeline(synced=False, group_window=WINDOW)
+    pipeline = Pipeline(synced=False, tunables={"group_window": WINDOW})
     events = [
         event(
             "ADDED",
@@ -180,7 +180,7 @@ def test_a_restart_with_the_group_already_ready_clears_it() -> None:
 
 
 def test_memory_per_group_is_bounded_whatever_the_number_of_recreations() -> None:
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     feed(pipeline, *(incarnation(n, n) for n in range(1, 200)))
     aggregator = pipeline.aggregator
     assert len(aggregator.backend(LwsGroups).groups) == 1
@@ -205,7 +205,7 @@ def test_a_looping_group_deleted_and_never_recreated_is_gone_after_its_grace() -
     """Scaled down while looping, in a log without the LeaderWorkerSet object: LWS would have recreated
     the group within seconds, and a recreation further than the group window from the last one is no
     loop: a group with no Pod for the window from its last Pod's deletion (by the events' time) is gone."""
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), incarnation(3, 20))  # its Pods deleted at 26
     assert [c.finding is not None for c in components(out)] == [True]
     grace = int(WINDOW)
@@ -218,7 +218,7 @@ def test_a_looping_group_deleted_and_never_recreated_is_gone_after_its_grace() -
 
 
 def test_a_group_recreated_within_its_grace_stays_looping() -> None:
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     feed(pipeline, incarnation(1, 0), incarnation(2, 10), incarnation(3, 20))  # deleted at 26
     out = feed(pipeline, [event("ADDED", lws_pod(incarnation=4), time=at(26 + 20))])  # back within the grace
     assert [c.finding is not None for c in components(out)] == [True]  # the count goes on: recreated 3 times
@@ -241,7 +241,7 @@ def test_a_looping_group_whose_leader_is_deleted_first_is_not_ready_by_its_worke
     later (tests/replay/recordings/realnode-lws-recreation-loop: 70 ms, 1.3 s). Meanwhile the worker, up
     again after its crash and Ready (the real kubelet's order), is the group's only Pod: a group without its
     leader is no Ready group, and the loop is held through the recreation, not cleared and raised again."""
-    pipeline = Pipeline(group_window=WINDOW)
+    pipeline = Pipeline(tunables={"group_window": WINDOW})
     feed(pipeline, [event("ADDED", dcd("g-worker")), event("ADDED", dgd())])
     out = feed(pipeline, incarnation(1, 0), incarnation(2, 10), [event("ADDED", lws_pod(incarnation=3), time=at(20))])
     assert [c.finding is not None for c in components(out)] == [True]

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from builders import COMPONENT, GRAPH, container, crashing, event, labels, pod, typed_pod
 
+from pipeline.backends.registry import claimers
 from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.outputs import ComponentChange
 from pipeline.pipeline import Pipeline
@@ -60,18 +61,18 @@ def decoded(obj: dict[str, Any]) -> Any:
 
 
 def test_unchanged_label_text_is_not_read_again() -> None:
-    first = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS})))
-    assert first.component == ("ns", "g", "worker") and first.group is not None
-    assert (first.group.lws, first.group.group, first.group.leader) == ("w", "3", False)
-    again = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS}, ready=True)), first)
+    first = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS})), None, claimers())
+    assert first.component == ("ns", "g", "worker") and first.claim is not None
+    assert (first.claim.backend, first.claim.place, first.claim.lead) == ("lws", ("w", "3"), False)
+    again = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS}, ready=True)), first, claimers())
     assert again.labels is first.labels and again.component is first.component
-    assert again.group is not None and again.group.lws == "w" and not again.group.leader
+    assert again.claim is not None and again.claim.place == ("w", "3") and not again.claim.lead
 
 
 def test_changed_label_text_is_read_afresh() -> None:
-    first = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS})))
-    moved = pod_view(decoded(pod("p", pod_labels=labels("g", "frontend"))), first)
-    assert moved.component == ("ns", "g", "frontend") and moved.group is None
+    first = pod_view(decoded(pod("p", pod_labels={**labels(), **LWS})), None, claimers())
+    moved = pod_view(decoded(pod("p", pod_labels=labels("g", "frontend"))), first, claimers())
+    assert first.claim is not None and moved.component == ("ns", "g", "frontend") and moved.claim is None
     # a previous view that named no component (a Pod being deleted) never lends its reading
     deleting = pod_view(typed_pod(pod("p", pod_labels=labels(), deleting=True)))
     assert deleting.component is None

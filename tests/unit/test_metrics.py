@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from builders import container, pod, typed_pod
 
-from pipeline.crashloop import Finding
 from pipeline.diagnoses import diagnose
+from pipeline.findings import Finding
 from pipeline.outputs import ComponentChange, GraphChange
 from sinks.metrics import Metrics
 from sinks.status import PatchStats

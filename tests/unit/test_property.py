@@ -15,8 +15,9 @@ from builders import COMPONENT, GRAPH, container, event, labels, pod, typed_pod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.crashloop import Finding, pod_ready
+from pipeline.crashloop import pod_ready
 from pipeline.diagnoses import diagnose, rank
+from pipeline.findings import Finding
 from pipeline.graph import graph_verdict
 from pipeline.outputs import ComponentChange, GraphChange
 from pipeline.pipeline import Pipeline

@@ -142,7 +142,7 @@ def test_the_fixs_spec_change_clears_the_old_pods_crash_loop_at_once() -> None:
     new = pod("decode-new", pod_labels=labels("g", "Decode"), containers=[container(state="running")], ready=True)
     assert changes(pipeline.feed([event("ADDED", new, at(21))])) == []
     assert changes(pipeline.feed([event("DELETED", crashed("decode-old", 3), at(22))])) == []
-    assert not pipeline.aggregator._superseded  # nothing kept of a Pod that went
+    assert not pipeline.aggregator.replacements.superseded  # nothing kept of a Pod that went
     assert changes(pipeline.tick(at(10 + REPLACEMENT_GRACE + 1))) == []
 
 
@@ -174,7 +174,7 @@ def test_a_change_that_replaces_no_pod_after_all_counts_them_again_after_the_gra
     assert changes(pipeline.tick(at(10 + REPLACEMENT_GRACE - 1))) == []
     said = changes(pipeline.tick(at(10 + REPLACEMENT_GRACE + 1)))
     assert said[0][:2] == ("component", "decode-old") and said[1] == ("graph", True, "component_crash_looping")
-    assert not pipeline.aggregator._superseded
+    assert not pipeline.aggregator.replacements.superseded
 
 
 def test_without_times_a_change_replaces_nothing() -> None:

@@ -17,11 +17,12 @@ came and went. Time comes from the events; an event without a time counts as wit
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 import msgspec
 
 from pipeline.findings import Finding, Part
-from stream.model.objects import Pod
+from pipeline.views import Claim
 from stream.model.times import seconds
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -34,43 +35,16 @@ LOOP_MARK = " is recreation-looping: "  # in every group finding's text: a statu
 GroupKey = tuple[str, str, str]  # namespace, LeaderWorkerSet, group index
 
 
-class GroupPod(msgspec.Struct, frozen=True, gc=False, array_like=True):
-    """What the rule reads of one Pod of a LeaderWorkerSet group."""
-
-    lws: str
-    group: str  # the group index, as labelled
-    leader: bool
-    ready: bool
-    failure: Finding | None  # a container down or restarted after a non-zero exit, or the Pod failed
-
-
-# What a Pod's labels say of its group: its LeaderWorkerSet, its group index, whether it leads the group.
-GroupIdentity = tuple[str, str, bool]
-
-
-def group_identity(labels: dict[str, str]) -> GroupIdentity | None:
+def group_identity(labels: Mapping[str, str]) -> tuple[tuple[str, str], bool] | None:
+    """What a Pod's labels say of its group: its LeaderWorkerSet and group index (the place the backend
+    claims it for), and whether it leads the group. None: no group's Pod."""
     lws = labels.get(LWS_NAME)
-    group = labels.get(LWS_GROUP_INDEX)
-    if not lws or group is None:
+    if not lws:
         return None
-    return (lws, group, labels.get(LWS_WORKER_INDEX, "0") == "0")
-
-
-def pod_failure(pod: Pod) -> Finding | None:
-    """The first container (init containers first) that exited non-zero, down now or restarted since;
-    else, for a failed Pod, the Pod itself."""
-    status = pod.status
-    name = pod.metadata.name
-    for statuses in (status.init_container_statuses, status.container_statuses):
-        for container in statuses:
-            terminated = container.state.terminated
-            if terminated is None and container.restart_count > 0:
-                terminated = container.last_state.terminated
-            if terminated is not None and terminated.exit_code != 0:
-                return Finding(name, container.name, container.restart_count, terminated.exit_code, terminated.reason)
-    if status.phase == "Failed":
-        return Finding(name, "", 0, 0, "PodFailed")
-    return None
+    group = labels.get(LWS_GROUP_INDEX)
+    if group is None:
+        return None
+    return (lws, group), labels.get(LWS_WORKER_INDEX, "0") == "0"
 
 
 def group_finding(lws: str, group: str, recreations: int, failure: Finding) -> Finding:
@@ -141,13 +115,13 @@ class GroupHistory:
         self.component: tuple[str, str, str] | None = None
         self.emptied: float | None = None  # when its last Pod left, while it has none
 
-    def observe(self, name: str, uid: str, pod: GroupPod | None, time: str | None, window: float) -> None:
+    def observe(self, name: str, uid: str, pod: Claim | None, time: str | None, window: float) -> None:
         """A Pod of the group appeared, changed (`pod`) or left (None), at `time` (RFC 3339: read only when
         the group was recreated, not on every readiness flip)."""
         if pod is None:
             self.pods.discard(name)
             return
-        if pod.leader and uid != self.leader_uid:
+        if pod.lead and uid != self.leader_uid:
             if self.leader_uid:
                 self._recreated(seconds(time), window)
             self.leader_uid = uid
