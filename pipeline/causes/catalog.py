@@ -15,9 +15,9 @@ fit its type, or looks like a token, is dropped, never cut down to fit.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 ENGINES = frozenset({"vllm", "sglang", "trtllm", "dynamo", "tgi"})
 
@@ -39,7 +39,7 @@ FIELD_TYPES: Mapping[str, re.Pattern[str]] = {
         "total": _SIZE,
         "needed": _SIZE,
         "available": _SIZE,
-        "size": _SIZE,
+        "size": _NUMBER_OR_SIZE,
         "max_model_len": r"\d{1,12}",
         "kv_tokens": r"\d{1,12}",
         "estimated_max_len": r"\d{1,12}",
@@ -76,11 +76,93 @@ def valid_field(name: str, value: str) -> bool:
 
 @dataclass(frozen=True)
 class Pattern:
-    """One message that proves a cause, and the engines that print it."""
+    """One message that proves a cause, and the engines that print it. `needles`: literal texts one of which
+    every match holds, looked for first (a substring test is a hundred times cheaper than a search)."""
 
     regex: re.Pattern[str]
+    needles: tuple[str, ...]
     engines: frozenset[str] = ENGINES
     weight: int | None = None  # the entry's, unless the message alone is weaker evidence (see Entry)
+
+    def search(self, text: str) -> re.Match[str] | None:
+        for needle in self.needles:
+            if needle in text:
+                return self.regex.search(text)
+        return None
+
+
+def needles(regex: str) -> tuple[str, ...]:
+    """The literal text each top-level alternative of `regex` starts with: every match holds one of them."""
+    found = tuple(_leading_literal(branch) for branch in _branches(regex))
+    if any(len(needle) < 4 for needle in found):
+        raise ValueError(f"no literal of 4 characters or more starts each alternative of {regex!r}: name needles")
+    return found
+
+
+def gate(patterns: Iterable[Pattern]) -> re.Pattern[str]:
+    """One regular expression that finds any of the patterns' needles: the needles as a trie, so that a line
+    holding none (nearly every line) is passed over in one search instead of one per needle."""
+    trie: dict[str, dict[str, Any]] = {}
+    for pattern in patterns:
+        for needle in pattern.needles:
+            node = trie
+            for char in needle:
+                node = node.setdefault(char, {})
+            node[""] = {}
+    return re.compile(_alternatives(trie) or "(?!)")
+
+
+def _alternatives(node: dict[str, dict[str, Any]]) -> str:
+    if "" in node:
+        return ""  # a needle ends here: any longer one holds it
+    branches = [re.escape(char) + _alternatives(child) for char, child in sorted(node.items())]
+    return branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+
+
+def _branches(regex: str) -> list[str]:
+    branches, start, depth, position = [], 0, 0, 0
+    in_class = False
+    while position < len(regex):
+        char = regex[position]
+        if char == "\\":
+            position += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            branches.append(regex[start:position])
+            start = position + 1
+        position += 1
+    return [*branches, regex[start:]]
+
+
+def _leading_literal(branch: str) -> str:
+    literal: list[str] = []
+    position = 0
+    while branch.startswith(("\\b", "^"), position):
+        position += 2 if branch.startswith("\\b", position) else 1
+    while position < len(branch):
+        char, step = branch[position], 1
+        if char == "\\":
+            char, step = branch[position + 1 : position + 2], 2
+            if not char or char.isalnum():
+                break
+        elif char in ".^$*+?{}[]()|":
+            break
+        following = branch[position + step : position + step + 1]
+        if following in ("?", "*", "{"):
+            break
+        literal.append(char)
+        if following == "+":
+            break
+        position += step
+    return "".join(literal)
 
 
 Words = Callable[[Mapping[str, str], bool], str]
@@ -112,8 +194,8 @@ class Entry:
         return frozenset().union(*(p.engines for p in self.patterns))
 
 
-def _p(regex: str, *engines: str, weight: int | None = None) -> Pattern:
-    return Pattern(re.compile(regex), frozenset(engines) if engines else ENGINES, weight)
+def _p(regex: str, *engines: str, weight: int | None = None, find: tuple[str, ...] = ()) -> Pattern:
+    return Pattern(re.compile(regex), find or needles(regex), frozenset(engines) if engines else ENGINES, weight)
 
 
 def _f(*regexes: str) -> tuple[re.Pattern[str], ...]:
@@ -185,7 +267,8 @@ def _gpu(f: Mapping[str, str], certain: bool) -> str:
 
 
 def _shm(f: Mapping[str, str], certain: bool) -> str:
-    size = f"a segment of {f['size']} could not be created" if "size" in f else ""
+    size = f.get("size", "")
+    size = f"a segment of {size}{' bytes' if size[-1:].isdigit() else ''} could not be created" if size else ""
     return _join("/dev/shm is too small for NCCL or the engine's shared memory", [size])
 
 
@@ -278,18 +361,20 @@ CATALOG: tuple[Entry, ...] = (
             _p(r"CUDA (?:runtime |driver )?error\b.{0,160}?\bout of memory"),
             _p(r"CUBLAS_STATUS_ALLOC_FAILED"),
             _p(
-                r"Free memory on device \([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory utilization",
+                r"Free memory on device(?: \S+)? \([\d.]+/[\d.]+ GiB\) on startup is less than desired GPU memory "
+                r"utilization",
                 "vllm",
                 "dynamo",
             ),
             _p(r"Executor creation failed due to insufficient GPU memory", "trtllm", "dynamo"),
+            _p(r"Error Code \d+: (?:Cuda Runtime \(out of memory\)|OutOfMemory\b)", "trtllm", "dynamo"),  # TensorRT
             _p(r"Not enough memory to handle \d+ prefill tokens", "tgi"),
         ),
         _f(
             r"Tried to allocate (?P<requested>" + _SIZE + r")",
             r"total capac\w* of (?P<total>" + _SIZE + r") of which (?P<free>" + _SIZE + r") (?:is )?free",
             r"(?P<total>" + _SIZE + r") total capac\w*;.{0,120}?(?P<free>" + _SIZE + r") free",
-            r"Free memory on device \((?P<free>[\d.]+)/(?P<total>[\d.]+ GiB)\)",
+            r"Free memory on device(?: \S+)? \((?P<free>[\d.]+)/(?P<total>[\d.]+ GiB)\)",
         ),
         "startup",
         "The model does not fit in GPU memory with these settings: spread it over more GPUs (tensor parallelism), "
@@ -309,12 +394,15 @@ CATALOG: tuple[Entry, ...] = (
             _p(r"Invalid (?:user token|credentials in Authorization header)"),
             _p(r"\b403 Client Error: Forbidden for url: https://huggingface\.co/"),
             _p(r"https://huggingface\.co/\S+: status code 403", "dynamo", "tgi"),
+            _p(r"\(403 Forbidden\) for url \(https://huggingface\.co/", "dynamo", "tgi"),  # reqwest
             # huggingface.co answers 401 for a gated model without a token, and for a repository that does
             # not exist (or a private one) alike: weak, until the rest of the chain says which
             _p(r"\b401 Client Error: Unauthorized for url: https://huggingface\.co/", weight=1),
+            _p(r"\(401 Unauthorized\) for url \(https://huggingface\.co/", "dynamo", "tgi", weight=1),
         ),
         _f(
             r"Access to model (?P<model>" + _MODEL + r") is restricted",
+            r"from model '(?P<model>" + _MODEL + r")'",
             _HF_MODEL,
         ),
         "always",
@@ -332,6 +420,7 @@ CATALOG: tuple[Entry, ...] = (
             _p(r"Repo id must (?:be in the form|use alphanumeric chars)"),
             _p(r"\bRevisionNotFoundError\b|Revision Not Found for url"),
             _p(r"https://huggingface\.co/\S+: status code 404", "dynamo", "tgi"),
+            _p(r"\(404 Not Found\) for url \(https://huggingface\.co/", "dynamo", "tgi"),
         ),
         _f(
             r"(?:Invalid repository ID or local directory specified|namespace/repo_name'): '(?P<model>"
@@ -339,6 +428,7 @@ CATALOG: tuple[Entry, ...] = (
             + r")'",
             r"(?:^|[\s'\"])(?P<model>" + _MODEL + r")'? is not a local folder",
             r"Repo id must use alphanumeric chars.{0,200}?: '(?P<model>" + _MODEL + r")'",
+            r"from model '(?P<model>" + _MODEL + r")'",
             _HF_MODEL,
         ),
         "always",
@@ -423,7 +513,10 @@ CATALOG: tuple[Entry, ...] = (
             _p(
                 r"Failed to initialize NVML|NVML Shared Library Not Found|NVMLError_(?:DriverNotLoaded|LibraryNotFound)"
             ),
-            _p(r"lib(?:cuda|nvidia-ml)\.so(?:\.\d+)*: cannot open shared object file"),
+            _p(
+                r"lib(?:cuda|nvidia-ml)\.so(?:\.\d+)*: cannot open shared object file",
+                find=("libcuda.so", "libnvidia-ml.so"),
+            ),
             _p(r"Failed to infer device type|Device string must not be empty", "vllm", "dynamo"),
             _p(r"\bCUDA is not available\b"),
         ),
@@ -467,7 +560,7 @@ CATALOG: tuple[Entry, ...] = (
     ),
     Entry(
         "port_in_use",
-        (_p(r"[Aa]ddress already in use|\bEADDRINUSE\b"),),
+        (_p(r"[Aa]ddress already in use|\bEADDRINUSE\b", find=("ddress already in use", "EADDRINUSE")),),
         _f(
             r"bind on address \('[^']*', (?P<port>\d{1,5})\)",
             r"\bport:? (?P<port>\d{1,5})\b",
@@ -485,7 +578,10 @@ CATALOG: tuple[Entry, ...] = (
             _p(r"No space left on device|\[Errno 28\]|\bos error 28\b|\bENOSPC\b"),
             _p(r"Not enough free disk space to download the file"),
         ),
-        _f(r"No space left on device: '(?P<path>/[\w./-]*)'"),
+        _f(
+            r"No space left on device: '(?P<path>/[\w./-]*)'",
+            r"The target location (?P<path>/[\w./-]*) only has",
+        ),
         "never",
         "A disk the worker writes to is full, often the Hugging Face cache while downloading the weights: give the "
         "cache volume more space, or load the model into a volume beforehand.",
@@ -494,11 +590,11 @@ CATALOG: tuple[Entry, ...] = (
     Entry(
         "import_error",
         (
-            _p(r"^(?:\w+\.)*(?:ImportError|ModuleNotFoundError)\b"),
+            _p(r"^(?:\w+\.)*(?:ImportError|ModuleNotFoundError)\b", find=("ImportError", "ModuleNotFoundError")),
             _p(r"\bNo module named '"),
             _p(r"\bcannot import name '\w+' from '"),
             _p(r": undefined symbol: "),
-            _p(r"lib[\w.+-]*\.so[\w.]*: cannot open shared object file"),
+            _p(r"lib[\w.+-]*\.so[\w.]*: cannot open shared object file", find=(": cannot open shared object file",)),
         ),
         _f(
             r"No module named '(?P<module>[\w.]+)'",
@@ -516,10 +612,14 @@ CATALOG: tuple[Entry, ...] = (
             _p(r"\[Errno 13\] Permission denied|Permission denied \(os error 13\)|\bPermissionError\b"),
             _p(r"\[Errno 30\] Read-only file system|Read-only file system \(os error 30\)"),
             _p(r"There was a problem when trying to write in your cache folder"),  # transformers
+            _p(
+                r": [Pp]ermission denied\s*$", find=("ermission denied",)
+            ),  # a shell or exec(3): `/x/python3: Permission denied`
         ),
         _f(
             r"(?:Permission denied|Read-only file system): '(?P<path>/[\w./-]*)'",
             r"write in your cache folder \((?P<path>/[\w./-]*)\)",
+            r"(?P<path>/[\w./-]*): [Pp]ermission denied\s*$",
         ),
         "never",
         "The process may not write or read a path, often the model cache or a mounted volume: check the volume's "
@@ -535,14 +635,22 @@ UNKNOWN_HINT = (
     "from the first error down."
 )
 
-# Warnings that name a failure all the same: NCCL prints its errors as WARN (a failed shared memory segment
-# stops it, unlike a connection it retries), and TGI's "Could not import Flash Attention enabled models: X"
-# is followed by "Sharded ... requires Flash Attention enabled models" once it starts a shard. Such a line is
-# read as a line that says no level.
-FATAL_WARNINGS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"NCCL WARN (?:Error while creating shared memory segment|Call to posix_fallocate failed)"),
-    re.compile(r"Could not import Flash Attention enabled models: "),
+# Warnings that name a failure all the same, read as lines that say no level: NCCL prints its errors as WARN
+# (a shared memory segment it cannot create stops it, unlike a connection it retries); TGI's "Could not import
+# Flash Attention enabled models: X" is followed by "Sharded ... requires Flash Attention enabled models" once
+# it starts a shard; huggingface_hub's "Not enough free disk space" comes before a download that cannot fit.
+FATAL_WARNINGS: tuple[Pattern, ...] = (
+    _p(r"NCCL WARN (?:Error while creating shared memory segment|Call to posix_fallocate failed)"),
+    _p(r"Could not import Flash Attention enabled models: ", "tgi"),
+    # huggingface_hub warns before a download that cannot fit, which then fails or never ends
+    _p(r"Not enough free disk space to download the file"),
 )
+
+# NCCL prints an error as a WARN, then the calls it unwinds as `NCCL INFO file.cc:570 -> 2` (a non-zero
+# result); a WARN it recovers from (a connection it retries) has no such trail. So a WARN followed by its
+# trail is read as a line that says no level: its class if an entry matches it, nccl_failure if none does.
+NCCL_WARN = "NCCL WARN"
+NCCL_TRAIL = re.compile(r"NCCL INFO \S+:\d+ -> [1-9]")
 
 # What an engine prints once it serves: an error after it did not stop the start-up, and an error before it did
 # not stop the server (the server came up after it).

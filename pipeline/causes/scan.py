@@ -48,7 +48,7 @@ _PREFIX = re.compile(
     r"|\[TRT-LLM\]\s*(?:\[RANK \d+\]\s*)?\[(?P<trt>[EWIDV])\] ?"
     r"|\[TensorRT-LLM\](?:\[RANK \d+\])?\[(?P<trt2>ERROR|WARNING|INFO|DEBUG|VERBOSE)\] ?"
     r"|(?P<vllm>" + _LEVELS + r") \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:\[[^\]]*\]|[\w.-]+:\d+\]) ?"  # vLLM
-    r"|\[?(?P<glog>[EWIF])\d{4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\] ?"  # glog, c10's [W423 ...]
+    r"|\[?(?P<glog>[EWIF])\d{3,4} \d\d:\d\d:\d\d\.\d+(?: +\d+)? [\w.-]+:\d+\] ?"  # glog, c10's [W423 ...]
     r"|-\s(?:[\w.]+\s-\s)?(?P<dash>" + _LEVELS + r")\s-\s"  # Python's `time - name - LEVEL - msg`
     r"|(?P<word>" + _LEVELS + r")(?::(?:[\w.]*:)?\s*|\s+(?:[\w:.-]+(?:\{[^}]*\})?: )*)"  # tracing, logging
 )
@@ -64,15 +64,15 @@ _LEVEL_OF = {
 }  # every other level (INFO, DEBUG, ...) is information: a warning's rank (rule 1)
 _JSON_LEVEL = re.compile(r'"(?:level|severity|levelname)"\s*:\s*"(\w+)"', re.IGNORECASE)
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_INLINE_WARNING = re.compile(r"\bNCCL (?:WARN|INFO)\b|^(?:\S+:\d+: )?\w*Warning: |^\w*Warning: ")
+_PYTHON_WARNING = re.compile(r"(?:\S+:\d+: )?\w*Warning: ")  # warnings.warn's `file.py:12: UserWarning: ...`
 _EXCEPTION = re.compile(
     r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault)(?::|$)"
-    r"|Error: |terminate called after throwing|Fatal Python error|.*\bwhat\(\): "
+    r"|Error: |terminate called after throwing|Fatal Python error"
 )
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
-_CHAINED = re.compile(
-    r"The above exception was the direct cause of the following exception:"
-    r"|During handling of the above exception, another exception occurred:"
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
 )
 _FRAME = re.compile(r'\s*(?:> )?File "[^"]*", line \d+')
 
@@ -126,20 +126,23 @@ class Scanner:
             (
                 entry,
                 tuple(
-                    (p.regex, entry.weight if p.weight is None else p.weight)
+                    (p, entry.weight if p.weight is None else p.weight)
                     for p in entry.patterns
                     if engine is None or engine in p.engines
                 ),
             )
             for entry in catalog.CATALOG
         )
-        self._serving = tuple(p.regex for p in catalog.SERVING if engine is None or engine in p.engines)
+        self._gate = catalog.gate(p for _, patterns in self._entries for p, _ in patterns)
+        self._serving = tuple(p for p in catalog.SERVING if engine is None or engine in p.engines)
+        self._fatal_warnings = tuple(p for p in catalog.FATAL_WARNINGS if engine is None or engine in p.engines)
         self._number = 0
         self._exceptions = 0
         self._served = False
         self._streams: dict[str, _Stream] = {}
         self._best: _Found | None = None
         self._sharpeners: dict[str, _Found] = {}
+        self._nccl_warn: tuple[int, str, str] | None = None  # NCCL's last WARN, until its trail shows
 
     def feed(self, line: str) -> None:
         self._number += 1
@@ -157,11 +160,14 @@ class Scanner:
         if tier != TRACEBACK:
             stream.state = _IDLE
             tier = _tier(level, body)
-            if tier < ERROR and self._serves(body):
+            if tier < ERROR and self._serves(text):
                 return
-            if tier == WARNING and any(r.search(body) for r in catalog.FATAL_WARNINGS):
-                tier = PLAIN
-        self._match(line, body, tier, stream.exception if tier == TRACEBACK else 0)
+            if tier == WARNING:
+                if any(p.search(body) for p in self._fatal_warnings):
+                    tier = PLAIN
+                elif self._nccl(line, body):
+                    return
+        self._match(self._number, line, body, tier, stream.exception if tier == TRACEBACK else 0)
 
     def result(self) -> Cause:
         found = self._best
@@ -179,6 +185,7 @@ class Scanner:
         """Characters and objects held, whatever was fed: the bound the tests check."""
         found = [self._best, *self._sharpeners.values()]
         lines = sum(len(f.line) + sum(len(k) + len(v) for k, v in f.fields.items()) for f in found if f)
+        lines += 2 * len(self._nccl_warn[1]) if self._nccl_warn else 0
         streams = sum(len(name) + len(s.header) + 1 for name, s in self._streams.items())
         return lines + streams
 
@@ -195,12 +202,12 @@ class Scanner:
         an exception's message, None for a line that says nothing (a frame, a marker), PLAIN for a line
         outside any traceback, whose tier the caller decides."""
         stripped = body.strip()
-        if _TRACEBACK.match(stripped):
+        if stripped.startswith(_TRACEBACK):
             if stream.state != _CHAINED_STATE:  # a new chain: an informational traceback never classifies
                 stream.tier = TRACEBACK if level is None or level == ERROR else WARNING
             stream.state, stream.header = _FRAMES, header
             return None
-        if _CHAINED.match(stripped):
+        if stripped.startswith(_CHAINED):
             if stream.state != _IDLE:
                 stream.state = _CHAINED_STATE
             return None
@@ -226,28 +233,46 @@ class Scanner:
         stream.state, stream.exception, stream.lines, stream.blanks = _MESSAGE, self._exceptions, 0, 0
         return stream.tier
 
-    def _serves(self, body: str) -> bool:
-        for regex in self._serving:
-            if regex.search(body):
+    def _serves(self, text: str) -> bool:
+        for pattern in self._serving:
+            if pattern.search(text):
                 self._served = True
                 self._best = None  # it came up after those: they did not stop it (rule 5)
                 self._sharpeners.clear()
                 return True
         return False
 
-    def _match(self, line: str, body: str, tier: int, exception: int) -> None:
+    def _nccl(self, line: str, body: str) -> bool:
+        """Keep NCCL's last WARN; when the trail of an error it unwinds follows, read the WARN as an error."""
+        if catalog.NCCL_WARN in body:
+            self._nccl_warn = (self._number, line, body)
+            return True
+        if self._nccl_warn is None or "NCCL INFO" not in body or catalog.NCCL_TRAIL.search(body) is None:
+            return False
+        number, warned, warning = self._nccl_warn
+        self._nccl_warn = None
+        if not self._match(number, warned, warning, PLAIN, 0):
+            nccl = catalog.BY_KIND["nccl_failure"]
+            self._found(nccl, nccl.weight, None, number, warned, warning, PLAIN, 0)
+        return True
+
+    def _match(self, number: int, line: str, body: str, tier: int, exception: int) -> bool:
+        if self._gate.search(body) is None:
+            return False
         for entry, patterns in self._entries:
-            for regex, weight in patterns:
-                found = regex.search(body)
+            for pattern, weight in patterns:
+                found = pattern.search(body)
                 if found is not None:
-                    self._found(entry, weight, found, line, body, tier, exception)
-                    return
+                    self._found(entry, weight, found, number, line, body, tier, exception)
+                    return True
+        return False
 
     def _found(
         self,
         entry: catalog.Entry,
         weight: int,
-        match: re.Match[str],
+        match: re.Match[str] | None,
+        number: int,
         line: str,
         body: str,
         tier: int,
@@ -258,7 +283,7 @@ class Scanner:
             _extract(best.fields, match, entry, body)  # the same exception's message says more
             best.weight = max(best.weight, weight)
             return
-        found = _Found(entry, weight, tier, self._number, line, exception, self._served)
+        found = _Found(entry, weight, tier, number, line, exception, self._served)
         if entry.sharpens and entry.kind not in self._sharpeners:
             _extract(found.fields, match, entry, body)
             self._sharpeners[entry.kind] = found
@@ -319,7 +344,7 @@ def _split(text: str) -> tuple[str, str, int | None, str]:
                 level = _LEVEL_OF.get(said, WARNING)
         position = prefix.end()
     body = text[position:]
-    if level is None and _INLINE_WARNING.search(body):
+    if level is None and ("NCCL WARN" in body or "NCCL INFO" in body or _PYTHON_WARNING.match(body)):
         level = WARNING
     return proc, "".join(header), level, body
 
@@ -328,12 +353,13 @@ def _tier(level: int | None, body: str) -> int:
     """How loudly a line outside a traceback says it is an error."""
     if level is not None:
         return ERROR if level == ERROR else WARNING
-    return ERROR if _EXCEPTION.match(body.lstrip()) else PLAIN
+    return ERROR if _EXCEPTION.match(body.lstrip()) or "what(): " in body else PLAIN
 
 
-def _extract(fields: dict[str, str], match: re.Match[str], entry: catalog.Entry, body: str) -> None:
+def _extract(fields: dict[str, str], match: re.Match[str] | None, entry: catalog.Entry, body: str) -> None:
     """Add the fields a match and the entry's extractors find in a line, each only if it fits its type."""
-    found = [match] + [m for m in (regex.search(body) for regex in entry.fields) if m is not None]
+    found = [match] if match is not None else []
+    found += [m for m in (regex.search(body) for regex in entry.fields) if m is not None]
     for each in found:
         for name, value in each.groupdict().items():
             if value is not None and name not in fields and catalog.valid_field(name, value):
