@@ -188,6 +188,7 @@ class Entry:
     words: Words
     weight: int = 2
     sharpens: tuple[str, ...] = ()
+    tidy: Callable[[dict[str, str]], None] | None = None  # completes the fields once all are found
 
     @property
     def engines(self) -> frozenset[str]:
@@ -207,11 +208,16 @@ def _join(head: str, parts: list[str]) -> str:
     return f"{head} ({details})" if details else head
 
 
+def _same_unit(fields: dict[str, str]) -> None:
+    """vLLM writes `(3.22/4.0 GiB)`: the free figure takes the total's unit."""
+    free, total = fields.get("free"), fields.get("total")
+    if free and total and free[-1].isdigit() and not total[-1].isdigit():
+        fields["free"] = f"{free} {total.split()[-1]}"
+
+
 def _gpu_oom(f: Mapping[str, str], certain: bool) -> str:
     free = f.get("free")
     total = f.get("total")
-    if free and total and free[-1].isdigit() and not total[-1].isdigit():
-        free = f"{free} {total.split()[-1]}"  # `(3.22/4.0 GiB)`
     memory = (
         f"{free} free of {total}" if free and total else f"{free} free" if free else f"{total} in all" if total else ""
     )
@@ -381,6 +387,7 @@ CATALOG: tuple[Entry, ...] = (
         "use a smaller or quantized model, lower the engine's memory settings (vLLM --gpu-memory-utilization or "
         "--max-num-seqs, SGLang --mem-fraction-static), and check that no other process holds the GPU.",
         _gpu_oom,
+        tidy=_same_unit,
     ),
     Entry(
         "model_access_denied",

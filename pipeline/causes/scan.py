@@ -179,7 +179,10 @@ class Scanner:
                 break
         entry = found.entry
         certain = entry.certain == "always" or (entry.certain == "startup" and not found.served)
-        return Cause(entry.kind, certain, found.line, found.number, entry.hint, tuple(found.fields.items()))
+        fields = dict(found.fields)
+        if entry.tidy is not None:
+            entry.tidy(fields)
+        return Cause(entry.kind, certain, found.line, found.number, entry.hint, tuple(fields.items()))
 
     def held(self) -> int:
         """Characters and objects held, whatever was fed: the bound the tests check."""
