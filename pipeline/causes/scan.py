@@ -336,15 +336,13 @@ def _split(text: str) -> tuple[str, str, int | None, str]:
         prefix = _PREFIX.match(text, position)
         if prefix is None or prefix.end() == position:
             break
-        groups = prefix.groupdict()
-        tag = groups["proc"] or groups["rank"] or groups["compose"]
-        if tag is not None:
-            proc = tag
+        group = prefix.lastgroup  # each kind of prefix has one named group, or none (a time)
+        if group in ("proc", "rank", "compose"):
+            proc = prefix.group(group)
         else:
             header.append(prefix.group())
-            said = next((v for k, v in groups.items() if v is not None and k not in ("proc", "rank", "compose")), None)
-            if said is not None and level is None:
-                level = _LEVEL_OF.get(said, WARNING)
+            if group is not None and level is None:
+                level = _LEVEL_OF.get(prefix.group(group), WARNING)
         position = prefix.end()
     body = text[position:]
     if level is None and ("NCCL WARN" in body or "NCCL INFO" in body or _PYTHON_WARNING.match(body)):
