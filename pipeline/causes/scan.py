@@ -75,17 +75,26 @@ _CHAINED = (
     "During handling of the above exception, another exception occurred:",
 )
 _FRAME = re.compile(r'\s*(?:> )?File "[^"]*", line \d+')
+# What Python prints before a traceback that did not end the process: an exception of another thread than
+# the main one (it may still be the cause, when nothing else is), one ignored (in a __del__), one at exit.
+_HEADINGS = {
+    "Exception in thread ": PLAIN,
+    "Exception ignored in": WARNING,
+    "Error in atexit._run_exitfuncs": WARNING,
+}
 
 _IDLE, _FRAMES, _MESSAGE, _CHAINED_STATE = range(4)
+_OUTSIDE = -1  # what _traced says of a line outside any traceback
 
 
 class _Stream:
     """One process's place in its tracebacks."""
 
-    __slots__ = ("blanks", "exception", "header", "lines", "state", "tier")
+    __slots__ = ("blanks", "exception", "header", "heading", "lines", "state", "tier")
 
     def __init__(self) -> None:
         self.state = _IDLE
+        self.heading = TRACEBACK  # the highest tier of the traceback that comes next (_HEADINGS)
         self.header = ""  # the log record's prefix the traceback came under: its lines repeat it
         self.tier = TRACEBACK
         self.exception = 0  # which exception a message line belongs to
@@ -157,8 +166,9 @@ class Scanner:
         tier = self._traced(stream, header, level, body)
         if tier is None:
             return
-        if tier != TRACEBACK:
-            stream.state = _IDLE
+        exception = stream.exception
+        if tier == _OUTSIDE:
+            stream.state, exception = _IDLE, 0
             tier = _tier(level, body)
             if tier < ERROR and self._serves(text):
                 return
@@ -167,7 +177,7 @@ class Scanner:
                     tier = PLAIN
                 elif self._nccl(line, body):
                     return
-        self._match(self._number, line, body, tier, stream.exception if tier == TRACEBACK else 0)
+        self._match(self._number, line, body, tier, exception)
 
     def result(self) -> Cause:
         found = self._best
@@ -201,14 +211,14 @@ class Scanner:
         return stream
 
     def _traced(self, stream: _Stream, header: str, level: int | None, body: str) -> int | None:
-        """Follow the stream's tracebacks: TRACEBACK (or WARNING, for a traceback logged as one) for a line of
-        an exception's message, None for a line that says nothing (a frame, a marker), PLAIN for a line
-        outside any traceback, whose tier the caller decides."""
+        """Follow the stream's tracebacks: the traceback's tier (TRACEBACK, or lower for one logged as a warning
+        or printed under a heading) for a line of an exception's message, None for a line that says nothing
+        (a frame, a marker), _OUTSIDE for a line outside any traceback, whose tier the caller decides."""
         stripped = body.strip()
         if stripped.startswith(_TRACEBACK):
             if stream.state != _CHAINED_STATE:  # a new chain: an informational traceback never classifies
-                stream.tier = TRACEBACK if level is None or level == ERROR else WARNING
-            stream.state, stream.header = _FRAMES, header
+                stream.tier = min(TRACEBACK if level is None or level == ERROR else WARNING, stream.heading)
+            stream.state, stream.header, stream.heading = _FRAMES, header, TRACEBACK
             return None
         if stripped.startswith(_CHAINED):
             if stream.state != _IDLE:
@@ -219,11 +229,12 @@ class Scanner:
                 stream.state, stream.header = _FRAMES, header
                 stream.tier = TRACEBACK if level is None or level == ERROR else WARNING
                 return None
-            return PLAIN
+            stream.heading = next((tier for text, tier in _HEADINGS.items() if stripped.startswith(text)), TRACEBACK)
+            return _OUTSIDE
         if stream.state == _CHAINED_STATE:
-            return None if not stripped else PLAIN
+            return None if not stripped else _OUTSIDE
         if header != stream.header:  # another log record: the traceback ended
-            return PLAIN
+            return _OUTSIDE
         if stream.state == _FRAMES:
             return self._frame(stream, body, stripped)
         return _message(stream, body, stripped)
@@ -320,7 +331,7 @@ def _message(stream: _Stream, body: str, stripped: str) -> int | None:
             stream.state = _IDLE
         return None
     stream.lines += 1
-    return PLAIN if stream.lines > MAX_MESSAGE else stream.tier
+    return _OUTSIDE if stream.lines > MAX_MESSAGE else stream.tier
 
 
 def _split(text: str) -> tuple[str, str, int | None, str]:

@@ -92,6 +92,26 @@ def test_a_multi_line_message_adds_its_fields_to_the_line_used() -> None:
     )
 
 
+def test_a_traceback_python_says_it_ignored_never_classifies() -> None:
+    ignored = [
+        "Exception ignored in: <function Worker.__del__ at 0x7f>",
+        *traceback("ImportError: sys.meta_path is None, Python is likely shutting down"),
+    ]
+    assert classify(ignored) == UNKNOWN
+    atexit = ["Error in atexit._run_exitfuncs:", *traceback("ModuleNotFoundError: No module named 'x'")]
+    assert classify(atexit) == UNKNOWN
+
+
+def test_another_threads_exception_gives_way_to_an_error_of_the_process() -> None:
+    thread = [
+        "Exception in thread Thread-3 (_report_usage_worker):",
+        *traceback("PermissionError: [Errno 13] Permission denied: '/.config'"),
+    ]
+    assert found(thread) == ("permission_denied", 5)  # nothing else: it may be the cause
+    died = ["ERROR 05-01 10:00:00 [core.py:1] OSError: [Errno 28] No space left on device: '/.triton/x'"]
+    assert found([*thread, *died]) == ("disk_full", 6)
+
+
 def test_source_lines_in_the_frames_are_never_the_line_used() -> None:
     lines = [
         'ERROR 11-18 18:07:28 engine.py:366]   File "/x/vllm/worker/worker.py", line 493, in check',
