@@ -215,10 +215,13 @@ class Scanner:
         or printed under a heading) for a line of an exception's message, None for a line that says nothing
         (a frame, a marker), _OUTSIDE for a line outside any traceback, whose tier the caller decides."""
         stripped = body.strip()
-        if stripped.startswith(_TRACEBACK):
+        if stripped.endswith(_TRACEBACK):  # SGLang: `[... TP0] Scheduler hit an exception: Traceback (most ...`
             if stream.state != _CHAINED_STATE:  # a new chain: an informational traceback never classifies
                 stream.tier = min(TRACEBACK if level is None or level == ERROR else WARNING, stream.heading)
-            stream.state, stream.header, stream.heading = _FRAMES, header, TRACEBACK
+            # a traceback that starts a line has its log prefix repeated on each line (vLLM's); one after a
+            # message (SGLang's "Scheduler hit an exception: Traceback ...") goes on in lines of its own
+            own = header if stripped.startswith(_TRACEBACK) else ""
+            stream.state, stream.header, stream.heading = _FRAMES, own, TRACEBACK
             return None
         if stripped.startswith(_CHAINED):
             if stream.state != _IDLE:

@@ -139,6 +139,18 @@ def test_vllm_process_prefixes_and_log_records_are_read_through() -> None:
     assert dict(cause.fields) == {"requested": "2.00 GiB", "total": "79.15 GiB", "free": "1.50 GiB"}
 
 
+def test_a_traceback_after_a_message_goes_on_in_lines_of_its_own() -> None:
+    lines = [
+        "[2025-04-17 16:15:33 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+        '  File "/opt/conda/lib/python3.10/site-packages/sglang/srt/managers/scheduler.py", line 2070, in run',
+        "    scheduler.event_loop_normal()",
+        OOM,
+        "",
+        "[2025-04-17 16:15:33] Received sigquit from a child process. It usually means the child failed.",
+    ]
+    assert found(lines) == ("gpu_oom", 4)
+
+
 def test_interleaved_ranks_keep_their_own_tracebacks() -> None:
     lines = [
         "[rank1]: Traceback (most recent call last):",
