@@ -63,6 +63,8 @@ _LEVEL_OF = {
     "W": WARNING,
 }  # every other level (INFO, DEBUG, ...) is information: a warning's rank (rule 1)
 _JSON_LEVEL = re.compile(r'"(?:level|severity|levelname)"\s*:\s*"(\w+)"', re.IGNORECASE)
+_NO_DIGITS = str.maketrans("", "", "0123456789")
+_RELAYS = "dynamo_run::subprocess"  # dynamo-run relays its engine's output, each line at DEBUG
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _PYTHON_WARNING = re.compile(r"(?:\S+:\d+: )?\w*Warning: ")  # warnings.warn's `file.py:12: UserWarning: ...`
 _EXCEPTION = re.compile(
@@ -95,7 +97,7 @@ class _Stream:
     def __init__(self) -> None:
         self.state = _IDLE
         self.heading = TRACEBACK  # the highest tier of the traceback that comes next (_HEADINGS)
-        self.header = ""  # the log record's prefix the traceback came under: its lines repeat it
+        self.header = ""  # the log prefix the traceback came under, digits left out: its lines repeat it
         self.tier = TRACEBACK
         self.exception = 0  # which exception a message line belongs to
         self.lines = 0
@@ -338,7 +340,8 @@ def _message(stream: _Stream, body: str, stripped: str) -> int | None:
 
 
 def _split(text: str) -> tuple[str, str, int | None, str]:
-    """A line's process tag, its log record's prefix, its level (None: none said) and what follows."""
+    """A line's process tag, its log prefix without its digits (what the lines of one record share, whatever
+    their times), its level (None: none said, or a relay's) and what follows."""
     if text.startswith("{"):
         record = _JSON_LEVEL.search(text)
         return "", "", _LEVEL_OF.get(record.group(1).upper(), WARNING) if record else None, text
@@ -359,9 +362,12 @@ def _split(text: str) -> tuple[str, str, int | None, str]:
                 level = _LEVEL_OF.get(prefix.group(group), WARNING)
         position = prefix.end()
     body = text[position:]
+    said = "".join(header)
+    if _RELAYS in said:
+        level = None  # the level of the process relaying the line, not of the line
     if level is None and ("NCCL WARN" in body or "NCCL INFO" in body or _PYTHON_WARNING.match(body)):
         level = WARNING
-    return proc, "".join(header), level, body
+    return proc, said.translate(_NO_DIGITS), level, body
 
 
 def _tier(level: int | None, body: str) -> int:

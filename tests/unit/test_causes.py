@@ -151,6 +151,14 @@ def test_a_traceback_after_a_message_goes_on_in_lines_of_its_own() -> None:
     assert found(lines) == ("gpu_oom", 4)
 
 
+def test_a_traceback_logged_line_by_line_is_one_record_whatever_the_times() -> None:
+    lines = [
+        f"2025-06-06T19:02:34.{n:03d}Z DEBUG dynamo_run::subprocess: {line}"
+        for n, line in enumerate(traceback(OOM), start=250)
+    ]
+    assert found(lines) == ("gpu_oom", 4)  # the relay's level is not the line's
+
+
 def test_interleaved_ranks_keep_their_own_tracebacks() -> None:
     lines = [
         "[rank1]: Traceback (most recent call last):",
