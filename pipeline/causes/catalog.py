@@ -552,7 +552,7 @@ CATALOG: tuple[Entry, ...] = (
                 find=("libcuda.so", "libnvidia-ml.so"),
             ),
             _p(r"Failed to infer device type|Device string must not be empty", "vllm", "dynamo"),
-            _p(r"\bCUDA is not available\b"),
+            _p(r"\bCUDA is not available\b(?![,;:] *(?:using|falling|fall back|running|switching))"),
         ),
         _f(r"too old \(found version (?P<driver_version>\d{1,6}(?:\.\d{1,4}){0,2})\)"),
         "always",

@@ -215,6 +215,11 @@ def test_a_warning_never_classifies(line: str) -> None:
 # Errors over warnings; which of two causes wins
 
 
+def test_a_fallback_is_not_a_cause() -> None:
+    assert classify(["CUDA is not available, using CPU for the tokenizer"]) == UNKNOWN
+    assert found(["ImportError: CUDA is not available"]) == ("gpu_unavailable", 1)
+
+
 def test_an_error_wins_over_earlier_warnings_that_mention_another_cause() -> None:
     lines = [
         "WARNING 04-23 14:42:53 [utils.py:1] CUDA out of memory while profiling; retrying with a smaller batch",
