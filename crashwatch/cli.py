@@ -146,6 +146,24 @@ Pod and container, and a MESSAGE column).
 exit codes: 0 listed, 3 a named graph does not exist, and those of wait for a cluster that cannot be read.
 """
 
+EXPLAIN_EXAMPLES = """\
+examples:
+  # why the last run of a crash-looping container died
+  kubectl logs --previous -n dynamo llm-worker-0 | crashwatch explain
+
+  # a saved output, as one JSON object for scripts
+  crashwatch explain -o json worker.log
+
+It reads the whole output (gzip too), follows Python's chained tracebacks to the first cause, prefers an
+error to the warnings before it, and names the line it used. Classes (docs/status.md#causes): gpu_oom,
+kv_cache_insufficient, model_access_denied, model_not_found, bad_argument, unsupported_model,
+gpu_unavailable, shm_exhausted, nccl_failure, dependency_unreachable, port_in_use, disk_full,
+import_error, permission_denied, or unknown when none applies with confidence.
+
+exit codes: 0 classified (unknown included), 2 usage error, 65 binary data, 66 the file cannot be opened
+or read, 74 standard output cannot be written.
+"""
+
 GRAPH_TYPES = ("dgd", "dynamographdeployment", "dynamographdeployments", "dynamographdeployment.nvidia.com")
 
 
@@ -640,6 +658,31 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(get, serve=False)
     _log_lines(get)
+
+    explain = commands.add_parser(
+        "explain",
+        help="say why a container crashed, from the output it left (kubectl logs --previous)",
+        description="Read a crashed container's output and print the cause of the crash: its class, whether it is "
+        "certain at the first crash, the line it was read from, a hint for the fix and the fields it names.",
+        epilog=EXPLAIN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    explain.add_argument(
+        "file", nargs="?", default="-", metavar="FILE", help="the output, or '-' for standard input (default: -)"
+    )
+    explain.add_argument(
+        "-o",
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text for people, or one JSON object (default: text)",
+    )
+    explain.add_argument(
+        "--engine",
+        choices=("vllm", "sglang", "trtllm", "dynamo", "tgi"),
+        help="the engine that printed it, when known: other engines' messages are left out (default: any)",
+    )
+    _log_options(explain)
     return parser
 
 
@@ -833,6 +876,10 @@ def _run(argv: Sequence[str] | None) -> int:
             _namespace_filter(parser, args)
             leader = _leader_settings(parser, args)
             return _live(args, log, leader=leader, admission=_admission_settings(parser, args))
+        if args.command == "explain":
+            from crashwatch.explain import run_explain
+
+            return run_explain(args.file, args.output, args.engine, log)
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
             if args.command == "wait" and (names is None) != bool(args.all):

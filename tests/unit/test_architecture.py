@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Collection
 from pathlib import Path
 
 from pipeline.backends.base import Backend
@@ -83,16 +84,17 @@ def test_every_registered_backend_is_a_module_of_its_own() -> None:
     assert all(issubclass(backend, Backend) for backend in BACKENDS)
 
 
-def _imports_of(path: Path, package: str) -> set[str]:
-    """The modules of `package` a file imports, at its top or inside a function."""
+def _imports_of(path: Path, modules: Collection[str]) -> set[str]:
+    """Which of `modules` a file imports, at its top or inside a function (`from a import b`, b a module
+    of its own, imports b)."""
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == package:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+        if isinstance(node, ast.ImportFrom) and node.module:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(modules)
+            found |= submodules or {node.module}
         elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name.split(".")[0] == package)
-    return found
+            found.update(alias.name for alias in node.names)
+    return found & set(modules)
 
 
 def test_the_pure_core_has_no_circle() -> None:
@@ -101,7 +103,7 @@ def test_the_pure_core_has_no_circle() -> None:
         ".".join(source.relative_to(TOP).with_suffix("").parts).removesuffix(".__init__"): source
         for source in (TOP / "pipeline").rglob("*.py")
     }
-    graph = {name: sorted(_imports_of(path, "pipeline") & modules.keys() - {name}) for name, path in modules.items()}
+    graph = {name: sorted(_imports_of(path, modules.keys()) - {name}) for name, path in modules.items()}
     state: dict[str, int] = {}  # 1: on the path being walked, 2: done
 
     def walk(name: str, path: list[str]) -> None:
