@@ -235,9 +235,9 @@ async def _admission(settings: AdmissionSettings, log: Logger, stack: AsyncExitS
     try:
         admission = AdmissionServer(settings, log)
     except (OSError, ssl.SSLError) as exc:
-        files = f"{settings.certificate} and {settings.key}"
-        files += f" ({settings.client_ca})" if settings.client_ca else ""
-        log(f"cannot use the admission webhook's certificate files {files}: {exc.strerror or exc}", "error")
+        files = f"--tls-cert-file and --tls-private-key-file ({settings.certificate} and {settings.key})"
+        files += f" or --tls-client-ca-file ({settings.client_ca})" if settings.client_ca else ""
+        log(f"cannot use {files}: {exc.strerror or exc}", "error")
         return None
     try:
         url = await stack.enter_async_context(admission.serving())

@@ -3,9 +3,12 @@
 The watcher's ports (`--http-address`: probes and `/metrics`; `--admission-address`: the webhook) share
 the process, and its event loop, with the watches. A caller that can reach a port must not be able to
 starve them: each connection has a deadline for its TLS handshake and headers, one for its body and one
-for the idle time between two requests; there are at most `max_connections` at once (the next is closed
-as soon as it is accepted, before any TLS, so no file descriptor or handshake buffer is spent on it);
-a body is read only when its declared length fits both its own bound and what all the bodies being
+for the idle time between two requests (until the next request's headers are in); there are at most
+`max_connections` at once: when the port is full, the connection that has waited longest for its
+caller (a handshake, headers, or the next request not yet in) is closed to make room, so that a caller
+who opens connections and sends nothing cannot keep a prober out, and when every connection is busy the
+new one is closed as soon as it is accepted, before any TLS (no file descriptor or handshake buffer is
+spent on it); a body is read only when its declared length fits both its own bound and what all the bodies being
 read at once may hold, and never past that length. A request that breaks a bound is answered (when it
 still can be) and its connection closed; each kind of refusal is counted (`refused`, read by
 `/metrics`) and said in one log line, then at most once a `QUIET` period with how many followed.
@@ -19,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import ssl
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
@@ -111,6 +114,7 @@ class BoundedServer:
         self.refused = Refusals(name, log)
         self.open = 0  # connections now
         self._buffered = 0  # bytes of the bodies being read now
+        self._waiting: dict[object, anyio.CancelScope] = {}  # connections waiting for their caller, oldest first
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[str]:
@@ -136,27 +140,41 @@ class BoundedServer:
                 await anyio.sleep(0.1)
                 continue
             if self.open >= self.limits.max_connections:
-                self.refused("too many connections", f"{self.open} open, the bound")
-                await stream.aclose()
-                continue
+                if not self._waiting:
+                    self.refused("too many connections", f"{self.open} open and busy: a new one closed")
+                    await stream.aclose()
+                    continue
+                self.refused("too many connections", f"{self.open} open: the one waiting longest closed")
+                self._waiting.pop(next(iter(self._waiting))).cancel()
             self.open += 1
             tg.start_soon(self._connection, stream)
 
+    @contextlib.contextmanager
+    def _wait_for_caller(self, key: object) -> Iterator[anyio.CancelScope]:
+        """A phase in which the connection waits for its caller: the first to close when the port is full."""
+        with anyio.CancelScope() as scope:
+            self._waiting[key] = scope
+            try:
+                yield scope
+            finally:
+                self._waiting.pop(key, None)
+
     async def _connection(self, raw: ByteStream) -> None:
         stream: ByteStream = raw
+        key = object()
         try:
-            with anyio.fail_after(self.limits.header_timeout):
+            with self._wait_for_caller(key) as waiting, anyio.fail_after(self.limits.header_timeout):
                 if self.tls is not None:
                     stream = await self._handshake(raw)
                 reader = BufferedByteReceiveStream(stream)
                 head = await _head(reader, self.limits.max_header_bytes)
-            while head is not None and await self._exchange(stream, reader, head):
-                with anyio.move_on_after(self.limits.idle_timeout) as idle:
+            while not waiting.cancel_called and head is not None and await self._exchange(stream, reader, head):
+                with self._wait_for_caller(key) as waiting, anyio.move_on_after(self.limits.idle_timeout) as idle:
                     head = await _head(reader, self.limits.max_header_bytes)
                 if idle.cancelled_caught:
                     break
         except TimeoutError:
-            self.refused("headers too slow", f"not read within {self.limits.header_timeout:g}s")
+            self.refused("headers too slow", f"not in within {self.limits.header_timeout:g}s")
         except Refused as refusal:
             self.refused(refusal.kind, refusal.detail)
             if refusal.status is not None:
@@ -175,6 +193,7 @@ class BoundedServer:
         except ssl.SSLError as exc:
             raise Refused("TLS handshake failed", detail=exc.reason or str(exc)) from None
         except (anyio.EndOfStream, anyio.BrokenResourceError, OSError):
+            # as a client that does not trust the certificate may: is the caller's CA bundle the one that signed it?
             raise Refused("TLS handshake failed", detail="the caller closed the connection") from None
 
     async def _exchange(self, stream: ByteStream, reader: BufferedByteReceiveStream, head: bytes) -> bool:
@@ -226,11 +245,14 @@ class BoundedServer:
 async def _head(reader: BufferedByteReceiveStream, bound: int) -> bytes | None:
     """The request line and headers; None when the caller closed between requests."""
     try:
-        return await reader.receive_until(b"\r\n\r\n", bound)
+        head = await reader.receive_until(b"\r\n\r\n", bound)
     except anyio.DelimiterNotFound:
-        raise Refused("headers too large", HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"over {bound} bytes") from None
+        head = None
     except anyio.IncompleteRead:
         return None
+    if head is None or len(head) > bound:  # over the bound, in one piece or more
+        raise Refused("headers too large", HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"over {bound} bytes")
+    return head
 
 
 def _parse(head: bytes) -> tuple[str, str, str, dict[str, str]]:

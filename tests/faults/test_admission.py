@@ -20,9 +20,9 @@ import pytest
 from builders import dgd
 from operators import webhook_certs
 
+from crashwatch.stages import PipelineReads
 from pipeline.outputs import StatusWanted
 from pipeline.views import StatusView
-from crashwatch.stages import PipelineReads
 from sinks.admission import MAX_REVIEW, AdmissionServer, AdmissionSettings, Ask, LetThrough
 from stream.model.messages import logger
 from stream.model.objects import Condition
