@@ -545,10 +545,13 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
         "podDisruptionBudget.enabled=true",
     )
     docs = manifest_objects(helm, release, where)
+    # namespaces given: the watch rules are a Role in the watched namespace (the namespaced RBAC mode, which
+    # the watcher below runs with through a crash loop), the Lease's Role in the release's; nothing cluster-wide
     assert kinds(docs) == sorted(
-        ["ClusterRole", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding",
-         "Service", "ServiceAccount"]
+        ["Deployment", "PodDisruptionBudget", "Role", "Role", "RoleBinding", "RoleBinding", "Service",
+         "ServiceAccount"]
     )  # fmt: skip
+    assert {d["metadata"].get("namespace", where) for d in docs if d["kind"] == "Role"} == {namespace, where}
     for doc in docs:
         assert exists(kube, path_of(doc, where)), doc["kind"]
     fullname = one(docs, "Deployment")["metadata"]["name"]
