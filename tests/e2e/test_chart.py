@@ -667,8 +667,9 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
 
     # an upgrade that drops a grant takes it away; uninstall takes every object of the release away
     helm.ok("upgrade", release, str(CHART), "--namespace", where, "--reuse-values", "--set", "events=false")
-    clusterrole = kube.get(path_of(one(docs, "ClusterRole"), where))
-    assert all("events" not in rule["resources"] for rule in clusterrole["rules"])
+    (watching,) = [d for d in docs if d["kind"] == "Role" and d["metadata"].get("namespace") == namespace]
+    role = kube.get(path_of(watching, where))
+    assert all("events" not in rule["resources"] for rule in role["rules"])
     assert json.loads(helm.ok("status", release, "-n", where, "-o", "json"))["version"] == 3
     helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
     for doc in docs:
