@@ -316,6 +316,12 @@ def _admission_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--tls-private-key-file", metavar="FILE", help="the private key of --tls-cert-file (PEM)")
     group.add_argument(
+        "--tls-client-ca-file",
+        metavar="FILE",
+        help="accept only callers with a client certificate this CA (PEM) signed: the API server's, where its "
+        "admission configuration gives it one (default: any caller). The three files are read again when they change",
+    )
+    group.add_argument(
         "--admission-wait",
         type=_duration,
         default=1.0,
@@ -328,15 +334,18 @@ def _admission_options(parser: argparse.ArgumentParser) -> None:
 def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> AdmissionSettings | None:
     address = getattr(args, "admission_address", None)
     if address is None:
-        if getattr(args, "tls_cert_file", None) or getattr(args, "tls_private_key_file", None):
-            parser.error("--tls-cert-file and --tls-private-key-file are for --admission-address")
+        tls = ("tls_cert_file", "tls_private_key_file", "tls_client_ca_file")
+        if any(getattr(args, name, None) for name in tls):
+            parser.error("--tls-cert-file, --tls-private-key-file and --tls-client-ca-file are for --admission-address")
         return None
     if not args.tls_cert_file or not args.tls_private_key_file:
         parser.error("--admission-address needs --tls-cert-file and --tls-private-key-file")
     from sinks.admission import AdmissionSettings
 
     host, port = address
-    return AdmissionSettings(host, port, args.tls_cert_file, args.tls_private_key_file, args.admission_wait)
+    return AdmissionSettings(
+        host, port, args.tls_cert_file, args.tls_private_key_file, args.admission_wait, args.tls_client_ca_file
+    )
 
 
 def _leader_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LeaderSettings | None:

@@ -24,10 +24,15 @@ class CommandSpec:
     decides_at_sync: bool = False  # statuses or readiness are decided once every watch has listed
     judge: Literal["wait", "get"] | None = None  # a sink that decides the exit code, and stops the watches
     reads_logs: bool = False  # --log-lines: the crashed container's last lines, from the kubelet
+    # --admission-address: the status admission webhook, answered from the pipeline's read side
+    # (crashwatch.stages.PipelineReads) by the replica that writes status
+    admits: bool = False
 
 
 COMMANDS: dict[Command, CommandSpec] = {
-    "run": CommandSpec("run", needs_dynamo="no status to write", writes_status=True, leads=True, decides_at_sync=True),
+    "run": CommandSpec(
+        "run", needs_dynamo="no status to write", writes_status=True, leads=True, decides_at_sync=True, admits=True
+    ),
     "tail": CommandSpec("tail", reads_logs=True),
     "record": CommandSpec("record"),
     "wait": CommandSpec(

@@ -28,11 +28,13 @@ from __future__ import annotations
 
 import contextlib
 import math
+import resource
 import signal
 import ssl
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import BinaryIO, Literal, TextIO
 
@@ -44,7 +46,7 @@ from crashwatch import exitcodes
 from crashwatch.commands import COMMANDS, Command, CommandSpec
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
-from crashwatch.stages import TICK, Events, Synced, Tick, pipeline_stage
+from crashwatch.stages import TICK, Events, PipelineReads, Synced, Tick, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
 from pipeline.backends import registry as backends
 from pipeline.diagnoses import Settings
@@ -52,7 +54,7 @@ from pipeline.filter import Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
-from sinks.admission import AdmissionServer, AdmissionSettings
+from sinks.admission import AdmissionServer, AdmissionSettings, LetThrough
 from sinks.crashed_output import LogReader, print_lines_with_logs
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
@@ -125,6 +127,7 @@ class _Lifecycle:
     stop_watches: Callable[[], None] | None = None
     unfinished: Callable[[], int] = lambda: 0
     is_leader: Callable[[], bool] = lambda: True  # whether status writes may be sent now
+    in_sync: Callable[[], bool] = lambda: True  # whether every watch is in sync now (once listed)
     replan: Callable[[], None] = lambda: None  # decide every status again (the lease was gained)
 
 
@@ -157,75 +160,87 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
         namespace = options.leader.namespace or default_namespace(client)
         elector = LeaderElector(client, namespace, options.leader, log, on_gain=lambda: life.replan())
         life.is_leader = elector.is_leader
-    served = await _servers(options, log, life, elector)
-    if served is None:
-        await client.close()
-        return exitcodes.CONFIG
-    metrics, server, admission = served
-    try:
-        async with anyio.create_task_group() as tg:
-            # from the start: a stop while the server is still unreachable too
-            tg.start_soon(_signals, life, options.grace_period, log)
-            if elector is not None:
-                tg.start_soon(_lead, elector, log)
-            code = await _watch(client, options, out, log, life, metrics, deadline, admission)
-            if life.stopping:
-                code = life.code
-            tg.cancel_scope.cancel()
-    except* _Stop as group:
-        code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
-    finally:
-        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-            if elector is not None:  # its writes are finished or given up: a successor may take over now
-                await elector.release()
-            if server is not None:
-                await server.stop()
-            if admission is not None:
-                await admission.stop()
+    _more_files()
+    async with contextlib.AsyncExitStack() as servers:  # left last: they answer until the lease is released
+        served = await _servers(options, log, life, elector, servers)
+        if served is None:
             await client.close()
+            return exitcodes.CONFIG
+        metrics, admission = served
+        try:
+            async with anyio.create_task_group() as tg:
+                # from the start: a stop while the server is still unreachable too
+                tg.start_soon(_signals, life, options.grace_period, log)
+                if elector is not None:
+                    tg.start_soon(_lead, elector, log)
+                code = await _watch(client, options, out, log, life, metrics, deadline, admission)
+                if life.stopping:
+                    code = life.code
+                tg.cancel_scope.cancel()
+        except* _Stop as group:
+            code = next(exc.code for exc in leaves(group) if isinstance(exc, _Stop))
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                if elector is not None:  # its writes are finished or given up: a successor may take over now
+                    await elector.release()
+                await client.close()
     return code
 
 
+def _more_files() -> None:
+    """Raise the soft limit on open files to the hard one: each port bounds its connections well below
+    it (sinks.bounded_http), and the watches and status writes keep theirs."""
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        wanted = min(hard, 1 << 16) if hard != resource.RLIM_INFINITY else 1 << 16
+        if soft != resource.RLIM_INFINITY and soft < wanted:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
 async def _servers(
-    options: LiveOptions, log: Logger, life: _Lifecycle, elector: LeaderElector | None
-) -> tuple[Metrics | None, HttpServer | None, AdmissionServer | None] | None:
-    """The metrics and the servers the options ask for, listening; None once it said why one cannot."""
+    options: LiveOptions, log: Logger, life: _Lifecycle, elector: LeaderElector | None, stack: AsyncExitStack
+) -> tuple[Metrics | None, AdmissionServer | None] | None:
+    """The metrics and the servers the options ask for, listening until `stack` closes; None once it said
+    why one cannot."""
+    spec = COMMANDS[options.command]
     metrics: Metrics | None = None
-    server: HttpServer | None = None
     if options.http_address is not None:
         metrics = Metrics()
-        if COMMANDS[options.command].leads:
+        if spec.leads:
             metrics.lead(life.is_leader)
         host, port = options.http_address
         server = HttpServer(
-            host, port, metrics, lambda: _not_ready(life), elector.describe if elector is not None else None
+            host, port, metrics, lambda: _not_ready(life), log, elector.describe if elector is not None else None
         )
+        metrics.count_refusals("http", server.server.refused.counts)
         try:
-            url = await server.start()
+            url = await stack.enter_async_context(server.serving())
         except OSError as exc:
             log(f"cannot listen on {host or ''}:{port} for --http-address: {exc.strerror or exc}", "error")
             return None
         log(f"serving /healthz, /readyz and /metrics at {url}")
     admission: AdmissionServer | None = None
-    if options.admission is not None:
-        admission = await _admission(options.admission, log)
+    if options.admission is not None and spec.admits:
+        admission = await _admission(options.admission, log, stack)
         if admission is None:
-            if server is not None:
-                await server.stop()
             return None
-    return metrics, server, admission
+        if metrics is not None:
+            metrics.count_refusals("admission", admission.server.refused.counts)
+            metrics.count_answers(admission.answers)
+    return metrics, admission
 
 
-async def _admission(settings: AdmissionSettings, log: Logger) -> AdmissionServer | None:
-    """The webhook's server, listening; None once it said why it cannot."""
+async def _admission(settings: AdmissionSettings, log: Logger, stack: AsyncExitStack) -> AdmissionServer | None:
+    """The webhook's server, listening until `stack` closes; None once it said why it cannot."""
     try:
-        admission = AdmissionServer(settings, log, now_rfc3339)
+        admission = AdmissionServer(settings, log)
     except (OSError, ssl.SSLError) as exc:
-        files = f"{settings.certificate} and {settings.key}"
-        log(f"cannot use --tls-cert-file and --tls-private-key-file ({files}): {exc.strerror or exc}", "error")
+        files = f"--tls-cert-file and --tls-private-key-file ({settings.certificate} and {settings.key})"
+        files += f" or --tls-client-ca-file ({settings.client_ca})" if settings.client_ca else ""
+        log(f"cannot use {files}: {exc.strerror or exc}", "error")
         return None
     try:
-        url = await admission.start()
+        url = await stack.enter_async_context(admission.serving())
     except OSError as exc:
         where = f"{settings.host or ''}:{settings.port}"
         log(f"cannot listen on {where} for --admission-address: {exc.strerror or exc}", "error")
@@ -247,7 +262,16 @@ def _not_ready(life: _Lifecycle) -> str | None:
         return "stopping"
     if not life.synced:
         return "not every watch has listed yet"
+    if not life.in_sync():
+        return "a watch is out of sync (its last two requests failed)"
     return None
+
+
+def _blocked(life: _Lifecycle) -> LetThrough | None:
+    """Why this replica must not answer a status write with a change: only the writer decides."""
+    if not life.is_leader():
+        return LetThrough("this replica does not lead", routine=True)
+    return None if life.synced and life.in_sync() and not life.stopping else LetThrough(_not_ready(life) or "")
 
 
 async def _discover(client: KubeClient, options: LiveOptions, log: Logger) -> str | None:
@@ -305,9 +329,11 @@ async def _watch(
                 log(f"a watch event skipped: {problem}", "warning")
                 return True
 
-            tg.start_soon(pipeline_stage, wiring.receive_events, sinks, pipeline, report)
+            reads = None
             if admission is not None:
-                admission.attach(pipeline.admit)
+                reads = PipelineReads(pipeline, now_rfc3339, lambda: _blocked(life))
+                admission.attach(reads.admit)
+            tg.start_soon(pipeline_stage, wiring.receive_events, sinks, pipeline, report, reads)
             await wiring.watch(resources, scopes, deadline)
     except* Fatal as group:
         fatal = [exc for exc in leaves(group) if isinstance(exc, Fatal)]
@@ -512,11 +538,12 @@ class _Wiring:
             if pending:
                 return
             self.life.synced = True
+            # from now on false while a reflector is out of sync (two failed requests in a row:
+            # stream.sources.reflector): /readyz says not ready, the webhook answers with no change
+            watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
+            self.life.in_sync = lambda: all(r.in_sync for r in watched)
             if self.metrics is not None:
-                # from now on read at each scrape: 0 again while a reflector is out of sync (two
-                # failed requests in a row: stream.sources.reflector), which /readyz does not follow
-                watched = [*reflectors, *([selection.reflector] if selection is not None else [])]
-                self.metrics.synced.set_function(lambda: float(all(r.in_sync for r in watched)))
+                self.metrics.synced.set_function(lambda: float(self.life.in_sync()))
             count = sum(len(r.known) for r in reflectors)
             self.log(f"synced in {time.monotonic() - self.started:.2f}s: {count} objects")
             if self.spec.decides_at_sync:  # statuses or readiness to decide

@@ -10,61 +10,62 @@ sinks.metrics.
 
 from __future__ import annotations
 
-import ssl
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from http import HTTPStatus
 
-from aiohttp import web
-
+from sinks.bounded_http import BoundedServer, Limits, Request, Response
 from sinks.metrics import CONTENT_TYPE, Metrics
+from stream.model.messages import Logger
 
 NotReady = Callable[[], str | None]  # why it is not ready, or None when it is
 Detail = Callable[[], str | None]  # what a ready watcher adds to "ok", e.g. whether it leads
-
-
-async def listen(runner: web.AppRunner, host: str | None, port: int, tls: ssl.SSLContext | None = None) -> str:
-    """Set the runner up and listen (over TLS with `tls`); the URL, with the port chosen when asked for
-    port 0. OSError if it cannot, the runner cleaned up."""
-    await runner.setup()
-    site = web.TCPSite(runner, host, port, ssl_context=tls)
-    try:
-        await site.start()
-    except OSError:
-        await runner.cleanup()
-        raise
-    bound, chosen = runner.addresses[0][:2]
-    return f"{'https' if tls is not None else 'http'}://{f'[{bound}]' if ':' in bound else bound}:{chosen}"
+# probes and scrapes carry no body; a few connections at once are plenty (kubelet, Prometheus, a person)
+LIMITS = Limits(max_connections=32)
 
 
 class HttpServer:
     def __init__(
-        self, host: str | None, port: int, metrics: Metrics, not_ready: NotReady, detail: Detail | None = None
+        self,
+        host: str | None,
+        port: int,
+        metrics: Metrics,
+        not_ready: NotReady,
+        log: Logger,
+        detail: Detail | None = None,
+        limits: Limits = LIMITS,
     ) -> None:
-        self.host, self.port = host, port
         self.metrics = metrics
         self.not_ready = not_ready
         self.detail = detail or (lambda: None)
-        app = web.Application()
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        app.router.add_get("/metrics", self._metrics)
-        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+        self.server = BoundedServer("the HTTP endpoints", host, port, self._handle, log, limits)
+        self._routes = {"/healthz": self._healthz, "/readyz": self._readyz, "/metrics": self._metrics}
 
-    async def start(self) -> str:
-        """Listen; the URL it listens on (the port chosen, when asked for port 0). OSError if it cannot."""
-        return await listen(self._runner, self.host, self.port)
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[str]:
+        """Listen while inside; the URL (the port chosen, when asked for port 0). OSError if it cannot."""
+        async with self.server.serving() as url:
+            yield url
 
-    async def stop(self) -> None:
-        await self._runner.cleanup()
+    async def _handle(self, request: Request) -> Response:
+        route = self._routes.get(request.path)
+        if route is None:
+            self.server.refused("no such path", request.path[:80])
+            return Response(HTTPStatus.NOT_FOUND, b"not found\n")
+        if request.method != "GET":
+            self.server.refused("not a GET", request.method[:20])
+            return Response(HTTPStatus.METHOD_NOT_ALLOWED, b"GET only\n")
+        return route()
 
-    async def _healthz(self, request: web.Request) -> web.Response:
-        return web.Response(text="ok\n")
+    def _healthz(self) -> Response:
+        return Response(HTTPStatus.OK, b"ok\n")
 
-    async def _readyz(self, request: web.Request) -> web.Response:
+    def _readyz(self) -> Response:
         reason = self.not_ready()
         if reason is not None:
-            return web.Response(status=503, text=f"not ready: {reason}\n")
+            return Response(HTTPStatus.SERVICE_UNAVAILABLE, f"not ready: {reason}\n".encode())
         detail = self.detail()
-        return web.Response(text=f"ok: {detail}\n" if detail else "ok\n")
+        return Response(HTTPStatus.OK, (f"ok: {detail}\n" if detail else "ok\n").encode())
 
-    async def _metrics(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE})
+    def _metrics(self) -> Response:
+        return Response(HTTPStatus.OK, self.metrics.exposition(), CONTENT_TYPE)

@@ -15,7 +15,7 @@ from typing import Protocol
 
 from anyio.abc import ObjectReceiveStream
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pipeline.diagnoses import GRACED
@@ -60,6 +60,13 @@ class EventCounts(Protocol):
     refused: int
     failed: int
     not_leader: int
+
+
+class AnswerCounts(Protocol):
+    """What the admission webhook counts (sinks.admission.Answers)."""
+
+    counts: dict[str, int]  # reviews by answer
+    last: float | None  # the Unix time of the last review
 
 
 class Metrics:
@@ -112,6 +119,14 @@ class Metrics:
     def count_events(self, events: EventCounts) -> None:
         """`run` with Events on: where the Event counters are read from at each scrape."""
         self._counts.events = events
+
+    def count_refusals(self, port: str, counts: dict[str, int]) -> None:
+        """A port's refused requests by kind (sinks.bounded_http.Refusals), read at each scrape."""
+        self._counts.refusals[port] = counts
+
+    def count_answers(self, answers: AnswerCounts) -> None:
+        """`run --admission-address`: where the webhook's answers are read from at each scrape."""
+        self._counts.answers = answers
 
     def observe(self, outputs: Sequence[Output]) -> None:
         for output in outputs:
@@ -174,6 +189,8 @@ class _Counts(Collector):
         self.watches: list[WatchCounts] = []
         self.writes: WriteCounts | None = None
         self.events: EventCounts | None = None
+        self.refusals: dict[str, dict[str, int]] = {}
+        self.answers: AnswerCounts | None = None
 
     def collect(self) -> Iterator[Metric]:
         labels = ["resource", "namespace"]
@@ -241,3 +258,34 @@ class _Counts(Collector):
             dropped.add_metric(["failed"], e.failed)
             dropped.add_metric(["not_leader"], e.not_leader)
             yield dropped
+        yield from self._served()
+
+    def _served(self) -> Iterator[Metric]:
+        """The ports' refusals and the webhook's answers."""
+        if self.refusals:
+            refused = CounterMetricFamily(
+                "crashwatch_http_refused",
+                "Requests and connections refused by a port of the watcher, by kind: too many connections, "
+                "headers or body too slow or too large, TLS handshake failed (a caBundle that does not match), ...",
+                labels=["port", "reason"],
+            )
+            for port, counts in self.refusals.items():
+                for reason, count in sorted(counts.items()):
+                    refused.add_metric([port, reason], count)
+            yield refused
+        if self.answers is not None:
+            reviews = CounterMetricFamily(
+                "crashwatch_admission_reviews",
+                "AdmissionReviews answered, by answer: patched, unchanged, let through (a follower, watches out "
+                "of sync, the generation not seen in time), not asked (no DCD or DGD status update).",
+                labels=["answer"],
+            )
+            for answer, count in sorted(self.answers.counts.items()):
+                reviews.add_metric([answer], count)
+            yield reviews
+            if self.answers.last is not None:
+                yield GaugeMetricFamily(
+                    "crashwatch_admission_last_review_timestamp_seconds",
+                    "When the API server last called the admission webhook (Unix time).",
+                    value=self.answers.last,
+                )

@@ -9,6 +9,7 @@ change, as the operator does, before crashwatch could have withdrawn anything; t
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from dynamo import conditions, dgds, labelled_pod, make_graph, operators_successful
 from kube import Kube, crash_loop
 from operators import WEBHOOKS, Recorder, status_webhook, webhook_certs
-from watcher import Watcher, kubeconfig_args
+from watcher import Watcher, http_get, kubeconfig_args
 
 pytestmark = pytest.mark.e2e
 
@@ -85,3 +86,51 @@ def test_the_operators_first_status_of_the_fixs_generation_is_stored_with_the_wi
         assert after["status"]["state"] == "pending"
     finally:
         kube.delete(f"{WEBHOOKS}/{name}")
+
+
+LEASE = ("--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s")
+LEASE += ("--leader-elect-retry-period", "0.5s")
+
+
+def test_a_follower_answers_with_no_change_so_no_status_write_is_turned_by_a_replica_behind(
+    control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
+) -> None:
+    """Two replicas; the API server asks the follower alone (as a Service may pick it), and is sent every
+    status write, the leader's own too (no matchConditions here): the leader's failure write is stored as
+    written, and 100 writes that say otherwise are stored as written too, each asked and let through."""
+    make_graph(kube, namespace, deployments=False)
+    path = f"{dgds(namespace)}/{GRAPH}"
+    labelled_pod(kube, namespace, f"{GRAPH}-worker-0", GRAPH, "worker")
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    port = envtest.free_port()
+    name = f"crashwatch-{namespace}"
+    elect = ("--leader-elect", "--leader-election-namespace", namespace, *LEASE)
+    config = kubeconfig_args(control_plane.kubeconfig)
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    with Watcher("run", "-n", namespace, *elect, *config) as leader:
+        leader.wait_for(lambda: "leading: acquired" in leader.stderr(), what="the first replica leads")
+        follower_args = ("--admission-address", f"127.0.0.1:{port}", *tls, "--http-address", "127.0.0.1:0")
+        with Watcher("run", "-n", namespace, *elect, *follower_args, *config) as follower:
+            follower.wait_synced()
+            assert "leading: acquired" not in follower.stderr()
+            (url,) = re.findall(r"serving /healthz, /readyz and /metrics at (\S+)", follower.stderr())
+            kube.create(WEBHOOKS, status_webhook(name, namespace, port, (certs / "ca.crt").read_bytes()))
+            try:
+                crash_loop(kube, namespace, f"{GRAPH}-worker-0")
+                # the leader's failure write, through the follower, stored as the leader wrote it
+                kube.wait_for(path, lambda dgd: stalled(dgd) == ("True", "ComponentCrashLooping"), 15)
+                kube.wait_for(path, lambda dgd: dgd["status"].get("state") == "failed", 15)
+                for _ in range(100):  # writes a replica behind would turn: each stored as written
+                    stored = kube.merge_patch(f"{path}/status", {"status": {"state": "pending"}})
+                    assert stored["status"]["state"] == "pending"
+                let_through = re.compile(r'^crashwatch_admission_reviews_total\{answer="let through"\} (\S+)$', re.M)
+                follower.wait_for(
+                    lambda: float((let_through.findall(http_get(f"{url}/metrics")[1]) or ["0"])[0]) >= 101,
+                    what="the follower asked for the leader's write and the 100",
+                )
+                assert "another writer's status write made to say" not in follower.stderr()
+                # and the leader, which owns the verdict, answers the last of them with its own write (after
+                # the backoff of an overwritten failure)
+                kube.wait_for(path, lambda dgd: dgd["status"].get("state") == "failed", 90)
+            finally:
+                kube.delete(f"{WEBHOOKS}/{name}")

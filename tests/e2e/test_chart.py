@@ -86,6 +86,8 @@ def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm:
         (("--set", "prometheusRule.for.CrashwatchTypo=5m"), "CrashwatchTypo"),
         (("--set", "terminationGracePeriodSeconds=5"), "terminationGracePeriodSeconds"),
         (("--set", "replica=3"), "replica"),  # a misspelt key is not silently ignored
+        (("--set", "admission.wait=1m"), "wait"),  # in s or ms: the chart compares it with the timeout
+        (("--set", "admission.certificate.source=vault"), "source"),
     ]:
         done = helm.run("lint", "--strict", str(CHART), *bad)
         assert done.returncode != 0 and why in done.stdout + done.stderr, (bad, done.stdout, done.stderr)
@@ -96,7 +98,12 @@ def test_helm_lint_passes_and_the_values_schema_refuses_what_would_not_run(helm:
 def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> None:
     docs = helm.template(release="cw", namespace="ops")
     assert one(docs, "ClusterRole")["rules"] == watcher_manifest("clusterrole.yaml")["rules"]
-    assert one(docs, "Role")["rules"] == watcher_manifest("role.yaml")["rules"]
+    # the same Lease rules, on the release's Lease by name (k8s/watcher's is named crashwatch)
+    named, create = one(docs, "Role")["rules"]
+    assert named["resourceNames"] == ["cw-crashwatch"] and "resourceNames" not in create
+    assert [{**named, "resourceNames": ["crashwatch"]}, create] == watcher_manifest("role.yaml")["rules"]
+    args = build_parser().parse_args(pod_spec(one(docs, "Deployment"))["containers"][0]["args"])
+    assert args.leader_election_id == "cw-crashwatch"
     account = one(docs, "ServiceAccount")["metadata"]["name"]
     subject = [{"kind": "ServiceAccount", "name": account, "namespace": "ops"}]
     for kind, role in (("ClusterRoleBinding", "ClusterRole"), ("RoleBinding", "Role")):
@@ -113,7 +120,8 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> N
     resources = {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
     assert "events" not in resources and "leaderworkersets" not in resources
     assert "--events=false" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
-    docs = helm.template("--set", "leaderElection.enabled=false", "--set", "rbac.namespaces=true")
+    single = ("--set", "leaderElection.enabled=false", "--set", "replicas=1")
+    docs = helm.template(*single, "--set", "rbac.namespaces=true")
     assert "Role" not in kinds(docs) and "RoleBinding" not in kinds(docs)
     assert ["namespaces"] in [rule["resources"] for rule in one(docs, "ClusterRole")["rules"]]
     assert "--leader-elect" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
@@ -125,6 +133,39 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> N
     docs = helm.template("--set", "eventLogs=true", "--set", "events=false")
     assert "pods/log" not in {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
     assert "--event-logs" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+
+
+def test_with_namespaces_given_the_grants_are_roles_in_those_namespaces_alone(helm: ChartHelm) -> None:
+    docs = helm.template("--set", "namespaces={a,b}", "--set", "eventLogs=true", release="cw", namespace="ops")
+    assert "ClusterRole" not in kinds(docs) and "ClusterRoleBinding" not in kinds(docs)
+    cluster_rules = watcher_manifest("clusterrole.yaml")["rules"]
+    roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role" and d["metadata"].get("namespace")}
+    assert sorted(roles) == ["a", "b"]
+    for namespace, role in roles.items():
+        assert role["rules"][: len(cluster_rules)] == cluster_rules  # k8s/watcher's rules, here only
+        assert ["pods", "pods/log"] in [rule["resources"] for rule in role["rules"]]  # eventLogs, here only
+        (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace]
+        assert binding["roleRef"]["name"] == role["metadata"]["name"]
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cw-crashwatch", "namespace": "ops"}]
+    # the namespaces' list and watch stay cluster-wide, alone, when --namespace-selector needs them
+    docs = helm.template("--set", "namespaces={a}", "--set", "rbac.namespaces=true")
+    assert one(docs, "ClusterRole")["rules"] == [
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}
+    ]
+    # shards: each shard's Lease by name
+    docs = helm.template("--set", "shards.enabled=true", "--set", "shards.count=3", release="cw")
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    assert role["rules"][0]["resourceNames"] == ["cw-crashwatch-0", "cw-crashwatch-1", "cw-crashwatch-2"]
+
+
+def test_the_chart_refuses_two_writers_in_one_line(helm: ChartHelm) -> None:
+    for values in (
+        ("--set", "leaderElection.enabled=false"),  # 2 replicas
+        ("--set", "leaderElection.enabled=false", "--set", "shards.enabled=true", "--set", "shards.replicasPerShard=2"),
+    ):
+        done = helm.run("template", "x", str(CHART), *values)
+        assert done.returncode != 0 and "writers" in done.stderr, done.stderr
+    assert helm.template("--set", "leaderElection.enabled=false", "--set", "replicas=1")
 
 
 def test_the_deployment_runs_a_command_crashwatch_takes_as_k8s_watcher_runs_it(helm: ChartHelm) -> None:
@@ -252,10 +293,85 @@ def test_the_status_admission_webhook_is_served_by_the_pods_through_the_service_
     assert (volume["name"], volume["secret"]["secretName"]) == (mount["name"], secret["metadata"]["name"])
     for path in (args.tls_cert_file, args.tls_private_key_file):
         assert Path(path).parent == Path(mount["mountPath"]) and Path(path).name in secret["data"]
-    # shards hold a namespace each, and the API server would ask any of them: refused, as is no Service
-    for values in (("--set", "shards.enabled=true"), ("--set", "service.enabled=false")):
+    # crashwatch's own writes are kept out; the certificate lasts admission.certificate.days
+    (condition,) = webhook["matchConditions"]
+    assert condition["expression"] == (
+        f'request.userInfo.username != "system:serviceaccount:crashwatch:{ours["serviceAccountName"]}"'
+    )
+    days = (cert.not_valid_after_utc - cert.not_valid_before_utc).days
+    assert days == 365 and int(secret["metadata"]["annotations"]["crashwatch.dev/expires"]) > time.time() + 364 * 86400
+    # shards hold a namespace each, and the API server would ask any of them: refused, as is no Service, a
+    # Service reachable from outside, and a wait the API server would not wait for
+    for values in (
+        ("--set", "shards.enabled=true"),
+        ("--set", "service.enabled=false"),
+        ("--set", "service.type=LoadBalancer"),
+        ("--set", "service.type=NodePort"),
+        ("--set", "admission.wait=3s"),
+        ("--set", "admission.wait=2500ms", "--set", "admission.timeoutSeconds=2"),
+        ("--set", "admission.certificate.source=secret"),
+    ):
         done = helm.run("template", "x", str(CHART), "--set", "admission.enabled=true", *values)
-        assert done.returncode != 0 and values[1].split("=")[0] in done.stderr, (values, done.stderr)
+        said = values[1].split("=")[0].split(".")[-1]
+        assert done.returncode != 0 and said in done.stderr, (values, done.stderr)
+
+
+def test_the_webhooks_certificate_from_cert_manager_or_a_secret_is_the_same_at_every_render(helm: ChartHelm) -> None:
+    on = ("--set", "admission.enabled=true")
+    first, second = (helm.template(*on, "--set", "admission.certificate.source=certManager") for _ in range(2))
+    assert first == second  # nothing made at render time
+    hook = one(first, "MutatingWebhookConfiguration")
+    assert hook["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "crashwatch/crashwatch-admission"
+    assert "caBundle" not in hook["webhooks"][0]["clientConfig"]  # cert-manager's CA injector fills it
+    serving = one(first, "Certificate", "crashwatch-admission")
+    assert serving["spec"]["secretName"] == "crashwatch-admission"
+    assert "crashwatch.crashwatch.svc" in serving["spec"]["dnsNames"]
+    assert serving["spec"]["issuerRef"] == {"name": "crashwatch-admission-ca", "kind": "Issuer"}
+    assert "Secret" not in kinds(first)
+    given = helm.template(
+        *on,
+        "--set", "admission.certificate.source=certManager",
+        "--set", "admission.certificate.certManager.issuerRef.name=corp",
+        "--set", "admission.certificate.certManager.issuerRef.kind=ClusterIssuer",
+    )
+    assert kinds(given).count("Certificate") == 1 and "Issuer" not in kinds(given)
+    assert one(given, "Certificate")["spec"]["issuerRef"] == {"name": "corp", "kind": "ClusterIssuer"}
+    mine = helm.template(
+        *on, "--set", "admission.certificate.source=secret",
+        "--set", "admission.certificate.secretName=tls", "--set", "admission.certificate.caBundle=Q0E=",
+    )
+    assert one(mine, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"] == "Q0E="
+    assert pod_spec(one(mine, "Deployment"))["volumes"][0]["secret"]["secretName"] == "tls"
+    # the generated pair: the Secret, the caBundle and the Pods' volume the same within one render
+    generated = helm.template(*on)
+    assert one(generated, "MutatingWebhookConfiguration")["webhooks"][0]["clientConfig"]["caBundle"] == (
+        one(generated, "Secret")["data"]["ca.crt"]
+    )
+
+
+def test_who_may_call_the_watchers_ports(helm: ChartHelm) -> None:
+    api_server = [{"ipBlock": {"cidr": "10.0.0.0/24"}}]
+    spread = {"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAnyway"}
+    docs = helm.template(
+        "--set", "admission.enabled=true", "--set", "networkPolicy.enabled=true",
+        "--set-json", f"networkPolicy.admission={json.dumps(api_server)}",
+        "--set", "admission.clientCA=PEM",
+        "--set-json", f"topologySpreadConstraints={json.dumps([spread])}",
+        "--set", "priorityClassName=system-cluster-critical",
+    )
+    policy = one(docs, "NetworkPolicy")
+    http, admission = policy["spec"]["ingress"]
+    assert http == {"ports": [{"port": "http"}]}  # the probes and Prometheus: from anywhere, that port only
+    assert admission == {"ports": [{"port": "admission"}], "from": api_server}
+    assert policy["spec"]["podSelector"]["matchLabels"] == one(docs, "Deployment")["spec"]["selector"]["matchLabels"]
+    spec = pod_spec(one(docs, "Deployment"))
+    args = build_parser().parse_args(spec["containers"][0]["args"])
+    assert args.tls_client_ca_file == "/etc/crashwatch/admission-client-ca/ca.crt"
+    assert one(docs, "ConfigMap", "crashwatch-admission-client-ca")["data"]["ca.crt"].strip() == "PEM"
+    (spread_out,) = spec["topologySpreadConstraints"]
+    selector = one(docs, "Deployment")["spec"]["selector"]
+    assert spread_out == {**spread, "labelSelector": selector}
+    assert spec["priorityClassName"] == "system-cluster-critical"
 
 
 def test_shards_are_a_statefulset_each_ordinal_a_shard_with_a_lease_of_its_own(helm: ChartHelm) -> None:
@@ -350,7 +466,7 @@ def path_of(doc: dict[str, Any], namespace: str) -> str:
     group, _, version = doc["apiVersion"].rpartition("/")
     prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
     plural = {"PodDisruptionBudget": "poddisruptionbudgets"}.get(doc["kind"], doc["kind"].lower() + "s")
-    scope = "" if doc["kind"] in CLUSTER_SCOPED else f"/namespaces/{namespace}"
+    scope = "" if doc["kind"] in CLUSTER_SCOPED else f"/namespaces/{doc['metadata'].get('namespace', namespace)}"
     return f"{prefix}{scope}/{plural}/{doc['metadata']['name']}"
 
 
@@ -429,10 +545,13 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
         "podDisruptionBudget.enabled=true",
     )
     docs = manifest_objects(helm, release, where)
+    # namespaces given: the watch rules are a Role in the watched namespace (the namespaced RBAC mode, which
+    # the watcher below runs with through a crash loop), the Lease's Role in the release's; nothing cluster-wide
     assert kinds(docs) == sorted(
-        ["ClusterRole", "ClusterRoleBinding", "Deployment", "PodDisruptionBudget", "Role", "RoleBinding",
-         "Service", "ServiceAccount"]
+        ["Deployment", "PodDisruptionBudget", "Role", "Role", "RoleBinding", "RoleBinding", "Service",
+         "ServiceAccount"]
     )  # fmt: skip
+    assert {d["metadata"].get("namespace", where) for d in docs if d["kind"] == "Role"} == {namespace, where}
     for doc in docs:
         assert exists(kube, path_of(doc, where)), doc["kind"]
     fullname = one(docs, "Deployment")["metadata"]["name"]
@@ -548,8 +667,9 @@ def test_helm_install_gives_a_watcher_that_marks_a_crash_loop_and_alerts_and_uni
 
     # an upgrade that drops a grant takes it away; uninstall takes every object of the release away
     helm.ok("upgrade", release, str(CHART), "--namespace", where, "--reuse-values", "--set", "events=false")
-    clusterrole = kube.get(path_of(one(docs, "ClusterRole"), where))
-    assert all("events" not in rule["resources"] for rule in clusterrole["rules"])
+    (watching,) = [d for d in docs if d["kind"] == "Role" and d["metadata"].get("namespace") == namespace]
+    role = kube.get(path_of(watching, where))
+    assert all("events" not in rule["resources"] for rule in role["rules"])
     assert json.loads(helm.ok("status", release, "-n", where, "-o", "json"))["version"] == 3
     helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
     for doc in docs:

@@ -268,6 +268,11 @@ def test_the_watchers_identity_works_end_to_end_is_refused_the_rest_and_uses_eve
     assert as_watcher.status("POST", leases, other_lease) == 403
     assert as_watcher.status("GET", f"{leases}/crashwatch") == 403
     assert as_watcher.status("GET", lease) == 200  # its own namespace's
+    # and its own Lease alone there: another one in its namespace is neither read nor updated (the Role
+    # names its Lease; a create names no object, so that rule alone stays unnamed)
+    other = f"/apis/coordination.k8s.io/v1/namespaces/{where}/leases/not-crashwatch"
+    assert as_watcher.status("GET", other) == 403
+    assert as_watcher.status("PUT", other, {**other_lease, "metadata": {"name": "not-crashwatch"}}) == 403
 
     # the audit log: what the watcher sent (this test's probes left out), against what the manifests grant
     events = [e for e in control_plane.audit_events(username) if e.get("userAgent") != PROBE]

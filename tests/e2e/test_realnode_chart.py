@@ -57,7 +57,7 @@ def path_of(doc: dict[str, Any], namespace: str) -> str:
     group, _, version = doc["apiVersion"].rpartition("/")
     prefix = f"/apis/{group}/{version}" if group else f"/api/{version}"
     plural = doc["kind"].lower() + "s"
-    scope = "" if doc["kind"] in CLUSTER_SCOPED else f"/namespaces/{namespace}"
+    scope = "" if doc["kind"] in CLUSTER_SCOPED else f"/namespaces/{doc['metadata'].get('namespace', namespace)}"
     return f"{prefix}{scope}/{plural}/{doc['metadata']['name']}"
 
 

@@ -74,9 +74,13 @@ def test_the_role_grants_exactly_what_leader_election_uses() -> None:
     assert used == {"get", "create", "update", "watch"}
     role = _manifest("role.yaml")
     assert role["kind"] == "Role" and "namespace" not in role["metadata"]  # the kustomization's namespace
-    (rule,) = role["rules"]
-    assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
-    assert sorted(rule["verbs"]) == sorted(used)
+    named, create = role["rules"]
+    for rule in role["rules"]:
+        assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
+    assert sorted(named["verbs"] + create["verbs"]) == sorted(used)
+    # its own Lease alone (the deployment's --leader-election-id); a create names none, so it stands apart
+    assert named["resourceNames"] == ["crashwatch"] and create == {**create, "verbs": ["create"]}
+    assert "resourceNames" not in create
     binding = _manifest("rolebinding.yaml")
     assert binding["roleRef"] == {
         "apiGroup": "rbac.authorization.k8s.io",

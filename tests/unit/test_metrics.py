@@ -182,3 +182,27 @@ def test_write_delays_are_a_histogram_whose_bounds_include_their_value() -> None
     assert sample("crashwatch_status_write_delay_seconds_bucket", {"le": "+Inf"}) == 4
     assert sample("crashwatch_status_write_delay_seconds_count") == 4
     assert sample("crashwatch_status_write_delay_seconds_sum") == 100.28
+
+
+def test_the_ports_refusals_and_the_webhooks_answers_are_read_when_scraped() -> None:
+    metrics = Metrics()
+    refused: dict[str, int] = {}
+    metrics.count_refusals("admission", refused)
+    sample = metrics.registry.get_sample_value
+    labels = {"port": "admission", "reason": "TLS handshake failed"}
+    assert sample("crashwatch_http_refused_total", labels) is None
+    refused["TLS handshake failed"] = 3  # counted where they happen, read at the scrape
+    assert sample("crashwatch_http_refused_total", labels) == 3
+
+    @dataclass
+    class Answers:
+        counts: dict[str, int]
+        last: float | None = None
+
+    answers = Answers({"patched": 2, "let through": 5})
+    metrics.count_answers(answers)
+    assert sample("crashwatch_admission_reviews_total", {"answer": "let through"}) == 5
+    assert sample("crashwatch_admission_last_review_timestamp_seconds") is None  # no call yet
+    answers.last = 1_800_000_000.0
+    assert sample("crashwatch_admission_last_review_timestamp_seconds") == 1_800_000_000.0
+    assert b"crashwatch_admission_reviews_total{answer=\"patched\"} 2.0" in metrics.exposition()

@@ -52,3 +52,42 @@ def test_the_watcher_manifest_runs_the_image_of_this_version() -> None:
     deployment = yaml.safe_load((watcher / "deployment.yaml").read_text())
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "crashwatch"  # untagged, so that the kustomization's tag is the only one
+
+
+def _locked() -> dict[str, tuple[str, list[str]]]:
+    """requirements.lock: each pinned name (normalized) with its version and hashes."""
+    pins: dict[str, tuple[str, list[str]]] = {}
+    text = (ROOT / "requirements.lock").read_text().replace("\\\n", " ")
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        requirement, *options = line.split()
+        name, version = requirement.split("==")
+        hashes = [o.removeprefix("--hash=") for o in options if o.startswith("--hash=sha256:")]
+        pins[re.sub(r"[-_.]+", "-", name).lower()] = (version, hashes)
+    return pins
+
+
+def test_every_dependency_is_pinned_with_hashes_at_a_version_pyproject_allows() -> None:
+    from packaging.requirements import Requirement
+
+    with (ROOT / "pyproject.toml").open("rb") as file:
+        wanted = [Requirement(r) for r in tomllib.load(file)["project"]["dependencies"]]
+    pins = _locked()
+    assert all(hashes for _, hashes in pins.values())  # --require-hashes refuses a pin without one
+    for requirement in wanted:
+        version, _ = pins[re.sub(r"[-_.]+", "-", requirement.name).lower()]
+        assert requirement.specifier.contains(version), (requirement, version)
+    # the server-side advisories fixed in aiohttp 3.10.11 (CVE-2024-52304) and 3.12.14 (CVE-2025-53643)
+    (aiohttp,) = [r for r in wanted if r.name == "aiohttp"]
+    assert not aiohttp.specifier.contains("3.12.13") and aiohttp.specifier.contains("3.12.14")
+
+
+def test_the_image_builds_from_a_base_pinned_by_digest_and_the_lock() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    (base,) = re.findall(r"^ARG BASE=(\S+)$", dockerfile, re.MULTILINE)
+    assert re.fullmatch(r"[\w./:-]+@sha256:[0-9a-f]{64}", base), base
+    assert "--require-hashes --requirement requirements.lock" in dockerfile
+    assert dockerfile.count("--no-deps") == 2  # crashwatch brings no dependency the lock did not pin
+    assert "!requirements.lock" in (ROOT / ".dockerignore").read_text().splitlines()

@@ -45,6 +45,10 @@ def test_every_ordinal_is_a_shard_of_its_own_and_there_are_as_many_shards_as_pod
         assert settings is not None and settings.namespace is None  # the Pod's namespace, where the Role is
         leases.add(settings.name)
     assert leases == {f"crashwatch-{n}" for n in range(replicas)}
+    # and the Role's patch names exactly those Leases (k8s/watcher's names the single watcher's)
+    (named,) = [p for p in manifest("kustomization.yaml")["patches"] if p.get("target", {}).get("kind") == "Role"]
+    (op,) = yaml.safe_load(named["patch"])
+    assert (op["op"], op["path"], set(op["value"])) == ("replace", "/rules/0/resourceNames", leases)
     spec = statefulset["spec"]
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"] == labels
@@ -71,7 +75,7 @@ def test_the_shards_run_the_image_of_this_version_and_reuse_the_watchers_rbac() 
     (image,) = [entry for entry in kustomization["images"] if entry["name"] == "crashwatch"]
     assert image["newTag"] == version and container()["image"] == "crashwatch"
     assert "../watcher" in kustomization["resources"]
-    deleted = {yaml.safe_load(p["patch"])["kind"] for p in kustomization["patches"]}
+    deleted = {yaml.safe_load(p["patch"])["kind"] for p in kustomization["patches"] if "target" not in p}
     assert deleted == {"Deployment", "PodDisruptionBudget"}  # the watcher's, replaced by the shards'
 
 

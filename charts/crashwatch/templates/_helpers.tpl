@@ -42,6 +42,38 @@ with hostNetwork), never a Service. */}}
 {{- end }}
 {{- end }}
 
+{{/* The names the API server may check when it calls the webhook through the Service. */}}
+{{- define "crashwatch.admissionNames" -}}
+{{- $fullname := include "crashwatch.fullname" . }}
+- {{ printf "%s.%s.svc" $fullname .Release.Namespace }}
+- {{ printf "%s.%s" $fullname .Release.Namespace }}
+- {{ $fullname }}
+{{- end }}
+
+{{/* The generated webhook certificate as JSON (ca, crt, key base64; expires, Unix seconds): the one in the
+release's Secret while it has more than renewDays left, else a new CA and certificate. Made once per
+render and kept in .Values, so that the Secret, the caBundle and every Pod see the same pair. */}}
+{{- define "crashwatch.admissionCertificate" -}}
+{{- if not (hasKey .Values "madeAdmissionCertificate") }}
+{{- $fullname := include "crashwatch.fullname" . }}
+{{- $settings := .Values.admission.certificate }}
+{{- $kept := lookup "v1" "Secret" .Release.Namespace (printf "%s-admission" $fullname) }}
+{{- $data := dig "data" dict ($kept | default dict) }}
+{{- $expires := dig "metadata" "annotations" "crashwatch.dev/expires" "0" ($kept | default dict) | int64 }}
+{{- $now := now | unixEpoch | int64 }}
+{{- $made := dict }}
+{{- if and (hasKey $data "ca.crt") (lt (add $now (mul $settings.renewDays 86400)) $expires) }}
+{{- $made = dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key") "expires" (toString $expires) }}
+{{- else }}
+{{- $authority := genCA (printf "%s-admission-ca" $fullname) (int $settings.days) }}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $fullname .Release.Namespace) nil (include "crashwatch.admissionNames" . | fromYamlArray) (int $settings.days) $authority }}
+{{- $made = dict "ca" ($authority.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc) "expires" (toString (add $now (mul $settings.days 86400))) }}
+{{- end }}
+{{- $_ := set .Values "madeAdmissionCertificate" $made }}
+{{- end }}
+{{- toJson .Values.madeAdmissionCertificate }}
+{{- end }}
+
 {{/* The watcher's Pod template, for the Deployment and the shards' StatefulSet alike. */}}
 {{- define "crashwatch.podTemplate" -}}
 metadata:
@@ -79,6 +111,12 @@ spec:
               matchLabels:
                 {{- include "crashwatch.selectorLabels" . | nindent 16 }}
     {{- end }}
+  {{- with .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- range . }}
+    - {{ toYaml (merge (deepCopy .) (dict "labelSelector" (dict "matchLabels" (include "crashwatch.selectorLabels" $ | fromYaml)))) | nindent 6 | trim }}
+    {{- end }}
+  {{- end }}
   {{- with .Values.nodeSelector }}
   nodeSelector:
     {{- toYaml . | nindent 4 }}
@@ -159,6 +197,10 @@ spec:
         - /etc/crashwatch/admission/tls.key
         - --admission-wait
         - {{ .Values.admission.wait }}
+        {{- if .Values.admission.clientCA }}
+        - --tls-client-ca-file
+        - /etc/crashwatch/admission-client-ca/ca.crt
+        {{- end }}
         {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
@@ -175,6 +217,11 @@ spec:
         - name: admission
           mountPath: /etc/crashwatch/admission
           readOnly: true
+        {{- if .Values.admission.clientCA }}
+        - name: admission-client-ca
+          mountPath: /etc/crashwatch/admission-client-ca
+          readOnly: true
+        {{- end }}
       {{- end }}
       # ready once every watch has listed, leader or not; alive while the process answers
       readinessProbe:
@@ -199,9 +246,47 @@ spec:
       securityContext:
         {{- toYaml .Values.securityContext | nindent 8 }}
   {{- if .Values.admission.enabled }}
+  # the certificate's files are read again when they change (a renewal, a new render): no restart needed
   volumes:
     - name: admission
       secret:
-        secretName: {{ include "crashwatch.fullname" . }}-admission
+        secretName: {{ if eq .Values.admission.certificate.source "secret" }}{{ .Values.admission.certificate.secretName }}{{ else }}{{ include "crashwatch.fullname" . }}-admission{{ end }}
+    {{- if .Values.admission.clientCA }}
+    - name: admission-client-ca
+      configMap:
+        name: {{ include "crashwatch.fullname" . }}-admission-client-ca
+    {{- end }}
   {{- end }}
+{{- end }}
+
+{{/* What the watcher reads and writes in the namespaces it watches: a ClusterRole's rules (every
+namespace) or each watched namespace's Role's. */}}
+{{- define "crashwatch.watchRules" -}}
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["list", "watch"]
+- apiGroups: ["nvidia.com"]
+  resources: ["dynamographdeployments", "dynamocomponentdeployments"]
+  verbs: ["get", "list", "watch"]
+{{- if .Values.rbac.leaderWorkerSets }}
+- apiGroups: ["leaderworkerset.x-k8s.io"]
+  resources: ["leaderworkersets"]
+  verbs: ["list", "watch"]
+{{- end }}
+- apiGroups: ["nvidia.com"]
+  resources: ["dynamographdeployments/status", "dynamocomponentdeployments/status"]
+  verbs: ["patch"]
+{{- if .Values.events }}
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- if .Values.eventLogs }}
+- apiGroups: [""]
+  resources: ["pods", "pods/log"]
+  verbs: ["get"]
+{{- end }}
+{{- end }}
 {{- end }}
