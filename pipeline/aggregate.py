@@ -170,10 +170,11 @@ class Aggregator:
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         in_force, kept = self.findings.observe(key, old_component, new, time)
-        if old_component is not None and old_component != new_component:
-            self._pods_of.remove(old_component, key)
-        if new_component is not None:
-            self._pods_of.add(new_component, key)
+        if old_component != new_component:  # most updates keep the Pod where it is: nothing to index
+            if old_component is not None:
+                self._pods_of.remove(old_component, key)
+            if new_component is not None:
+                self._pods_of.add(new_component, key)
         touched = [c for c in (old_component, new_component) if c is not None]
         if (old is not None and old.claim is not None) or (new is not None and new.claim is not None):
             claimed = self._claimed(key, old, new, time)

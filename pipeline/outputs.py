@@ -177,4 +177,17 @@ class Listed(msgspec.Struct, frozen=True, gc=False):
     time: str | None
 
 
-Output = ComponentChange | GraphChange | StatusWanted | GraphReadiness | Listed
+class ExplainWanted(msgspec.Struct, frozen=True, gc=False):
+    """A crash whose cause is to be read from the crashed run's output: the container of the Pod (of that
+    uid) whose run ended at `finished_at`. A live reader answers with a `stream.model.events.CrashOutput`
+    fed back into the pipeline; a replay has the answer in its record already."""
+
+    time: str | None
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    finished_at: str
+
+
+Output = ComponentChange | GraphChange | StatusWanted | GraphReadiness | Listed | ExplainWanted

@@ -39,6 +39,21 @@ class ReducedPod(msgspec.Struct, array_like=True, gc=False):
     time: msgspec.Raw
 
 
+class CrashOutput(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
+    """What a crashed container's run printed, read from the kubelet once per crash (or from a record of
+    it): the core reads the cause of the crash from it. The crash is the container's run that ended at
+    `finished_at` (its `terminated.finishedAt`) in the Pod of that `uid`; `text` is the output's end, bounded
+    by the reader (whole lines, UTF-8 with what is not replaced). `time` as for a `WatchEvent`."""
+
+    namespace: str
+    pod: str
+    uid: str
+    container: str
+    finished_at: str
+    text: str
+    time: str | None = None
+
+
 class BadRecord(msgspec.Struct, frozen=True):
     """A record that could not be read: where it is (file:line, item) and what is wrong with it."""
 
