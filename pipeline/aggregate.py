@@ -1,14 +1,12 @@
 """The aggregator: per-component Pod sets behind O(1) indexes, and the coordination of the trackers that decide.
 
-It routes each update to the trackers it concerns and collects their verdicts; it decides nothing they
-decide. Which Pods' findings are in force is `PodFindings`' (the holds between restarts and the graces,
-pipeline.pod_findings); which components a spec change is replacing is `Replacements`' (pipeline.replacements);
-what a workload object adds is its backend's (pipeline.backends: the Pods it claims, its own rule and
-deadlines); which status to want is the `StatusPlanner`'s (pipeline.planner), handed the verdicts; what a
-waiter sees is the `ReadinessJudge`'s (pipeline.readiness). Every tracker with deadlines shares one protocol
-(pipeline.timing) and is handed `now`. What stays here is the level-triggered verdict: a component's is
-recomputed from its Pods in force (and, when none has one, its backends' rules) whenever one of them changes,
-a graph's after all the components an update touched, and an output is emitted only when one differs.
+It routes each update to the trackers it concerns and decides nothing they decide: which Pods' findings are
+in force (`PodFindings`), why a Pod crashed (`CrashCauses`), what a spec change replaces (`Replacements`),
+what a workload adds (its backend), which status to want (`StatusPlanner`, handed the verdicts), what a
+waiter sees (`ReadinessJudge`); whatever waits for time shares one protocol (pipeline.timing). What stays
+here is the level-triggered verdict: a component's is recomputed from its Pods in force (else its backends'
+rules) whenever one of them changes, a graph's once after all the components an update touched, and an
+output is emitted only when one differs.
 """
 
 from __future__ import annotations
@@ -17,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from pipeline.backends.base import Backend, overrides
+from pipeline.crash_causes import CrashCauses
 from pipeline.diagnoses import Settings
 from pipeline.filter import ObjectUpdate
 from pipeline.findings import Finding
@@ -30,6 +29,7 @@ from pipeline.readiness import ReadinessJudge
 from pipeline.replacements import Replacements
 from pipeline.timing import Due, Timed, earliest
 from pipeline.views import ComponentKey, DcdView, DgdView, GraphKey, ObjectKey, PodView, StatusView, ViewStore
+from stream.model.events import CrashOutput
 from stream.model.times import rfc3339, seconds
 
 B = TypeVar("B", bound=Backend)
@@ -50,12 +50,10 @@ class Aggregator:
         readiness: bool = False,
         recovery_window: float = DEFAULT_RECOVERY_WINDOW,
         diagnoses: Settings | None = None,
+        explains: bool = False,
     ) -> None:
-        """`store`: the current view of every object (the filter keeps it, this only reads it); `backends`
-        over it (pipeline.backends.registry). `synced=False` holds back status decisions until `sync()`:
-        a watcher that starts must see every Pod before it may say a failure it reported has cleared.
-        `readiness=True` also says, from `sync()` on, what a waiter sees of a graph whenever that changes;
-        for the rest see pipeline.pipeline.Pipeline."""
+        """`store`: the views of every object (the filter keeps it, this only reads it), and `backends` over
+        it; the rest as pipeline.pipeline.Pipeline says."""
         self._clock = clock or (lambda: EPOCH)
         self.store, self.pods, self.dcds, self.dgds = store, store.pods, store.dcds, store.dgds
         self.synced = synced
@@ -70,6 +68,8 @@ class Aggregator:
         self._reported: dict[ComponentKey, Finding] = {}  # each failing component's verdict
         self.graphs = Graphs()
         self.findings = PodFindings(store, recovery_window, settings)
+        self.causes = CrashCauses(self.pods, self.pods_of_component, settings.fail_fast)
+        self._explains = explains  # ask for each new crash's output (a live reader answers)
         self.replacements = replacing = Replacements(self.pods, self.pods_of_component, backends)
         verdicts = Verdicts(self._reported, self.graphs.verdict, replacing.replacing, replacing.in_graph)
         self.planner = planner = StatusPlanner(store, backends, settings.failed_state == "all", verdicts)
@@ -98,20 +98,16 @@ class Aggregator:
     # --- the entry points ---------------------------------------------------------------------------
 
     def sync(self, time: str | None = None) -> list[Output]:
-        """Every object has been listed once: decide every DCD's and DGD's status now.
-
-        Called again (a watcher that gains the leader's lease, crashwatch.leader), it decides them all
-        afresh from what it observes: the writes counted as made meanwhile were not sent by a follower."""
+        """Every object has been listed once: decide every DCD's and DGD's status now. Called again (a
+        watcher gains the leader's lease), it decides them all afresh: a follower sent no write."""
         if self.synced:
             self.planner.forget()
         self.synced = True
-        # a group loop reported before a restart holds until its group is Ready: decide that now that
-        # the DCDs and DGDs that report it are all in
+        # a group loop reported before a restart holds until its group is Ready: decided now that its DCDs are in
         tracked = sorted({c for b in self.backends for c in b.components()})
         outputs: list[Output] = self._settle(tracked, time, plan=False)
-        outputs += self._plan(sorted(self.dcds), sorted(self.dgds), time)
+        outputs += self._decide(sorted(self.dcds), sorted(self.dgds), time)
         if self.judge is not None:
-            outputs += self._judged(sorted(self.dgds), time)
             outputs.append(Listed(time))
         return outputs
 
@@ -126,22 +122,21 @@ class Aggregator:
             case DcdView() as dcd:
                 assert previous is None or type(previous) is DcdView
                 graphs = self.planner.dcd_changed(change.key, previous, dcd if upsert else None)
-                return self._plan([change.key] if upsert else [], graphs, time) + self._judged(graphs, time)
+                return self._decide([change.key] if upsert else [], graphs, time)
             case DgdView() as dgd:
                 assert previous is None or type(previous) is DgdView
                 return self._apply_dgd(change.key, previous, dgd if upsert else None, time)
         effects = self._by_kind[type(change.view)].apply(change.key, previous, change.view if upsert else None, time)
         outputs = self._settle(effects.components, time) if effects.components else []
-        return outputs + self._plan(effects.dcds, (), time) if effects.dcds else outputs
+        return outputs + self._decide(effects.dcds, (), time) if effects.dcds else outputs
 
     def pending(self) -> bool:
         """Whether something waits for time to pass (only then need events' times be read)."""
         return any(self._heaps)  # a tuple of the trackers' heaps: no generator on this path
 
     def advance(self, time: str | None) -> list[Output]:
-        """Time passed to `time` (an event's, or a live clock's tick): the deadlines of every tracker that
-        fell by then (recovery windows and graces, the backends' own, replacement graces) each take
-        effect at the moment its time ran out, in that order."""
+        """Time passed to `time` (an event's, or a live clock's tick): every tracker's deadlines that fell
+        by then each take effect at the moment it ran out, in that order."""
         now = seconds(time)
         if now is None:
             return []
@@ -156,6 +151,18 @@ class Aggregator:
             outputs += self._settle(components, rfc3339(deadline))
         return outputs
 
+    def explain(self, output: CrashOutput) -> list[Output]:
+        """A crash's output came (pipeline.crash_causes): its cause names the Pod's finding from now on,
+        and, where it is certain, fails the Pod at once."""
+        explained = self.causes.explained(output)
+        if explained is None:
+            return []
+        key, finding = explained
+        view = self.pods[key]
+        if finding is not None:
+            self.findings.hold(key, view, finding)
+        return self._settle([view.component], output.time) if view.component is not None else []
+
     def admit(self, view: StatusView, now: str) -> tuple[bool, StatusWanted | None]:
         """Another writer's status write of a DCD or DGD, as crashwatch would have it read (None: as it
         is), and whether that is known yet: not before the first list (pipeline.planner decides)."""
@@ -167,6 +174,8 @@ class Aggregator:
         """A Pod came (`old` None), changed, or went (`new` None): the filter never hands on neither."""
         if self.replacements.superseded:
             self.replacements.forget(key, new)
+        if self.causes.asked:
+            self.causes.forget(key, new)
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         in_force, kept = self.findings.observe(key, old_component, new, time)
@@ -177,46 +186,48 @@ class Aggregator:
                 self._pods_of.add(new_component, key)
         touched = [c for c in (old_component, new_component) if c is not None]
         if (old is not None and old.claim is not None) or (new is not None and new.claim is not None):
-            claimed = self._claimed(key, old, new, time)
-            if claimed is not None and not kept and not in_force and _same_pod(old, new):
-                touched = claimed  # a claimed Pod's own flip (a readiness flip, a recreation's steps)
-            elif claimed is not None:
-                touched += claimed
-        return self._settle(list(dict.fromkeys(touched)), time)
+            touched = self._claimed(key, old, new, time, touched, kept or in_force)
+        outputs = self._settle(list(dict.fromkeys(touched)), time)
+        if self._explains and new is not None and new.crash is not None and (old is None or old.crash != new.crash):
+            outputs += self._ask(key, new, time)
+        return outputs
 
-    def _claimed(
-        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
-    ) -> list[ComponentKey] | None:
-        """The components the backends that claim the Pod (before and after the change) say it touches;
-        None when no backend here claims it."""
+    def _ask(self, key: ObjectKey, new: PodView, time: str | None) -> list[Output]:
+        """A new crash of a Pod: its output, to read why, asked for once (pipeline.crash_causes)."""
+        wanted = self.causes.crashed(key, new, time)
+        return [wanted] if wanted is not None else []
+
+    def _claimed(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None,
+                 touched: list[ComponentKey], failing: bool) -> list[ComponentKey]:  # fmt: skip
+        """The components a change of a claimed Pod touches, once the backends that claim it (before and
+        after the change) have heard it. A claimed Pod's own flip (a readiness flip, a recreation's steps:
+        it came, went or changed with no finding held or in force) touches what its backend says alone."""
         was = old.claim.backend if old is not None and old.claim is not None else None
         now = new.claim.backend if new is not None and new.claim is not None else None
-        touched: list[ComponentKey] | None = None
+        heard: list[ComponentKey] | None = None
         for name in (was,) if was == now else (was, now):
             backend = self._claimers.get(name) if name is not None else None
             if backend is not None:
-                heard = backend.observe_pod(key, old, new, time)
-                touched = heard if touched is None else touched + heard
-        return touched
+                said = backend.observe_pod(key, old, new, time)
+                heard = said if heard is None else heard + said
+        if heard is None:  # no backend here claims it
+            return touched
+        return heard if not failing and _same_pod(old, new) else touched + heard
 
     def _apply_dgd(self, key: GraphKey, old: DgdView | None, new: DgdView | None, time: str | None) -> list[Output]:
+        outputs: list[Output] = []
         if new is None:
             self.planner.dgd_gone(key)
-            return self._judged([key], time)
-        outputs: list[Output] = []
-        if old is not None and old.uid == new.uid and old.templates != new.templates:  # a spec change
+        elif old is not None and old.uid == new.uid and old.templates != new.templates:  # a spec change
             now = self.findings.now(time)
             outputs = self._settle(self.replacements.changed(key, old.templates, new.templates, now), time)
-        return outputs + self._plan((), [key], time) + self._judged([key], time)
+        return outputs + self._decide((), [key], time)
 
     # --- verdicts -----------------------------------------------------------------------------------
 
     def _settle(self, components: list[ComponentKey], time: str | None, plan: bool = True) -> list[Output]:
-        """Recompute the touched components, then their graphs once, then the statuses they decide.
-
-        Graphs come after all components, so a Pod moving between two components of one graph never
-        shows the graph recovering for a moment.
-        """
+        """Recompute the touched components, then their graphs once (a Pod moving between two components of
+        one graph never shows the graph recovering for a moment), then the statuses they decide."""
         outputs: list[Output] = []
         changed: list[ComponentKey] = []
         graphs: list[GraphKey] = []
@@ -235,7 +246,7 @@ class Aggregator:
         if not changed or not plan:
             return outputs
         dcds = [key for component in changed for key in sorted(self.planner.dcds_of_component.get(component))]
-        return outputs + self._plan(dcds, graphs, time) + self._judged(graphs, time)
+        return outputs + self._decide(dcds, graphs, time)
 
     def _recompute_component(self, component: ComponentKey, time: str | None) -> ComponentChange | None:
         best, replaced_only = self._finding(component)
@@ -251,15 +262,8 @@ class Aggregator:
         namespace, graph, name = component
         self.graphs.set(namespace, graph, name, best)
         pod = self.pods.get((namespace, best.pod)) if best is not None else None
-        return ComponentChange(
-            time=time,
-            namespace=namespace,
-            graph=graph,
-            component=name,
-            dcd=self.planner.dcd_name(component, pod),
-            finding=best,
-            message=best.describe() if best is not None else REPLACED_MESSAGE if replaced_only else NONE_MESSAGE,
-        )
+        message = best.describe() if best is not None else REPLACED_MESSAGE if replaced_only else NONE_MESSAGE
+        return ComponentChange(time, namespace, graph, name, self.planner.dcd_name(component, pod), best, message)
 
     def _finding(self, component: ComponentKey) -> tuple[Finding | None, bool]:
         """The component's verdict: its Pods' (not those of a spec a change replaces), else its backends'
@@ -275,19 +279,19 @@ class Aggregator:
         if best is None and tracked is not None:
             dcds = self.planner.dcds_of_component.get(component)
             best = next((f for b in tracked if (f := b.finding(component, dcds)) is not None), None)
+        if best is not None and self.causes.causes:
+            best = self.causes.named(component[0], best)  # why it crashed, where its output said
         return best, replaced_only
 
     # --- what the planner and the judge are handed -----------------------------------------------------
 
-    def _plan(self, dcds: Sequence[ObjectKey], graphs: Sequence[GraphKey], time: str | None) -> list[Output]:
-        """The statuses these DCDs and DGDs are to have now, decided from the verdicts (none before the sync)."""
-        return self.planner.plan(dcds, graphs, time or self._clock()) if self.synced else []
-
-    def _judged(self, graphs: list[GraphKey], time: str | None) -> list[Output]:
-        """What a waiter sees of these graphs, where it changed (their verdicts, DGD or DCDs did)."""
-        if self.judge is None or not self.synced:
+    def _decide(self, dcds: Sequence[ObjectKey], graphs: Sequence[GraphKey], time: str | None) -> list[Output]:
+        """What these DCDs' and DGDs' statuses are to be now (the planner decides, from the verdicts), and
+        what a waiter sees of these graphs, where it changed; nothing before the first list ends."""
+        if not self.synced:
             return []
-        return self.judge.judge(graphs, self.graphs.verdict, time)
+        outputs = self.planner.plan(dcds, graphs, time or self._clock())
+        return outputs + self.judge.judge(graphs, self.graphs.verdict, time) if self.judge is not None else outputs
 
 
 def _same_pod(old: PodView | None, new: PodView | None) -> bool:

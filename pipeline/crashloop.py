@@ -8,6 +8,8 @@ that of the termination that left it down: `state.terminated` if it is terminate
 
 from __future__ import annotations
 
+import msgspec
+
 from pipeline.findings import Finding
 from stream.model.objects import ContainerStatus, Pod
 
@@ -69,4 +71,33 @@ def pod_failure(pod: Pod) -> Finding | None:
                 return Finding(name, container.name, container.restart_count, terminated.exit_code, terminated.reason)
     if status.phase == "Failed":
         return Finding(name, "", 0, 0, "PodFailed")
+    return None
+
+
+class Crash(msgspec.Struct, frozen=True, gc=False, array_like=True):
+    """A container's run that ended with a non-zero exit, while the container is down after it (terminated,
+    or waiting to be restarted): which container, its restart count then, how it exited, and when (the
+    run's identity: it reads the same terminated and in the backoff that follows)."""
+
+    container: str
+    restarts: int
+    exit_code: int
+    reason: str
+    finished_at: str
+
+
+def last_crash(pod: Pod) -> Crash | None:
+    """The first container (init containers first) that is down after a run that ended with a non-zero
+    exit: terminated now, or waiting since. A container running again shows none: its readiness flips
+    then change nothing here."""
+    for statuses in (pod.status.init_container_statuses, pod.status.container_statuses):
+        for container in statuses:
+            if container.state.running is not None:
+                continue
+            terminated = container.state.terminated
+            if terminated is None and container.restart_count > 0:
+                terminated = container.last_state.terminated
+            if terminated is not None and terminated.exit_code != 0:
+                finished = terminated.finished_at or ""
+                return Crash(container.name, container.restart_count, terminated.exit_code, terminated.reason, finished)
     return None

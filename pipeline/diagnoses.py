@@ -33,6 +33,7 @@ import msgspec
 
 from pipeline.crashloop import MIN_RESTARTS, crash_loop, pod_ready
 from pipeline.findings import (
+    CERTAIN_CRASH,
     CONFIG_ERROR,
     CRASH_LOOP,
     IMAGE_PULL,
@@ -49,7 +50,12 @@ CONFIG_REASONS = frozenset(("CreateContainerConfigError", "CreateContainerError"
 # the diagnoses of a steady condition, weighed after a grace and never held between restarts
 GRACED = frozenset((IMAGE_PULL, CONFIG_ERROR, UNSCHEDULABLE))
 # which of several diagnoses of one component is reported: a crash loop first (the upstream verdict)
-RANK = {CRASH_LOOP: 0, OOM_KILLED: 1, RESTART_LOOP: 2, CONFIG_ERROR: 3, IMAGE_PULL: 4, UNSCHEDULABLE: 5}
+RANK = {
+    kind: order
+    for order, kind in enumerate(
+        (CRASH_LOOP, CERTAIN_CRASH, OOM_KILLED, RESTART_LOOP, CONFIG_ERROR, IMAGE_PULL, UNSCHEDULABLE)
+    )
+}
 DETAIL_LIMIT = 300  # characters of kubelet's or the scheduler's message kept in a finding
 
 DEFAULT_IMAGE_PULL_GRACE = 180.0  # seconds: --image-pull-grace
@@ -182,6 +188,8 @@ class Settings(msgspec.Struct, frozen=True):
     config_error_grace: float = DEFAULT_CONFIG_ERROR_GRACE
     unschedulable_grace: float = DEFAULT_UNSCHEDULABLE_GRACE
     failed_state: str = "crash-loop"  # or "all"
+    # a Pod failed at its first crash when its output's cause is certain to come back (pipeline.crash_causes)
+    fail_fast: bool = True
 
     def grace(self, finding: Finding) -> float:
         kind = finding.diagnosis

@@ -32,7 +32,7 @@ from pipeline.views import (
     decode_view,
     pod_view,
 )
-from stream.model.events import ReducedPod, WatchEvent, pod_key
+from stream.model.events import CrashOutput, ReducedPod, WatchEvent, pod_key
 from stream.model.objects import LabelsProblem, Pod
 
 __all__ = ["EventFilter", "ObjectKey", "ObjectUpdate", "Rejected"]
@@ -124,7 +124,9 @@ class EventFilter:
     def __len__(self) -> int:
         return len(self.store)
 
-    def updates(self, events: Iterable[WatchEvent | ReducedPod]) -> Iterator[ObjectUpdate | Rejected]:
+    def updates(
+        self, events: Iterable[WatchEvent | ReducedPod | CrashOutput]
+    ) -> Iterator[ObjectUpdate | Rejected | CrashOutput]:
         """The updates of a batch, in order, each yielded before the next event is looked at (the store
         holds the newest view: whoever reads it must see each update in turn). Most of a parallel
         replay's Pods repeat their last view: they are dropped in this loop, at the cost of a dict lookup,
@@ -133,12 +135,15 @@ class EventFilter:
         observe_event, take_reduced = self.observe_event, self._take_reduced
         update: ObjectUpdate | Rejected | None
         for event in events:
-            if isinstance(event, ReducedPod):
+            if type(event) is WatchEvent:
+                update = observe_event(event)
+            elif type(event) is ReducedPod:
                 if (event.type == "MODIFIED" or event.type == "ADDED") and reduced.get(event.key) == event.view:
                     continue
                 update = take_reduced(event)
-            else:
-                update = observe_event(event)
+            else:  # a crashed run's output: not an object's, and read by the aggregator alone
+                yield event  # type: ignore[misc]
+                continue
             if update is not None:
                 yield update
 
@@ -208,6 +213,7 @@ class EventFilter:
             and old.component == view.component
             and old.finding == view.finding
             and old.uid == view.uid
+            and old.crash == view.crash
         ):
             # readiness and restarts matter only to a Pod whose crash-loop verdict is held
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import msgspec
 
+from pipeline.causes import Cause
+
 # Finding.diagnosis: "" is the crash loop of the upstream rule (pipeline.crashloop); the others are the
 # diagnoses beside it (pipeline.diagnoses)
 CRASH_LOOP = ""
@@ -18,6 +20,9 @@ RESTART_LOOP = "restart_loop"
 IMAGE_PULL = "image_pull_failing"
 CONFIG_ERROR = "config_error"
 UNSCHEDULABLE = "unschedulable"
+# a crash whose cause, read from the crashed run's output, is certain to come back at every restart (a gated
+# model stays gated): failed at the first crash, without waiting for the crash loop (pipeline.crash_causes)
+CERTAIN_CRASH = "certain_crash"
 
 # A backend's own fields of a finding, in the order it shows them: (name, value); the last is the count
 # that climbs while the loop goes on (a LeaderWorkerSet group's recreations), shown where a crash loop
@@ -45,8 +50,15 @@ class Finding(msgspec.Struct, frozen=True, gc=False):
     detail: str = ""
     since: str = ""
     memory_limit: str = ""
+    # why the container crashed, read from the crashed run's output (pipeline.causes): its words, built from
+    # the cause's class and fields alone, close the finding's
+    cause: Cause | None = None
 
     def describe(self) -> str:
+        words = self._words()
+        return f"{words}: {self.cause.words()}" if self.cause is not None else words
+
+    def _words(self) -> str:
         if self.text:
             return self.text
         if self.diagnosis:
@@ -77,6 +89,8 @@ def _diagnosis_words(finding: Finding) -> str:
             f"{where} restarted {finding.restarts} times and is down after being OOM-killed "
             f"({limit}, exit code {finding.exit_code})"
         )
+    if kind == CERTAIN_CRASH:
+        return f"{where} crashed (exit code {finding.exit_code}) with a cause a restart cannot cure"
     if kind == RESTART_LOOP:
         return (
             f"{where} restarted {finding.restarts} times and is down after exit code 0 "

@@ -11,7 +11,16 @@ from __future__ import annotations
 
 import msgspec
 
-from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
+from pipeline.findings import (
+    CERTAIN_CRASH,
+    CONFIG_ERROR,
+    CRASH_LOOP,
+    IMAGE_PULL,
+    OOM_KILLED,
+    RESTART_LOOP,
+    UNSCHEDULABLE,
+    Finding,
+)
 from pipeline.outputs import GraphChange
 
 REASON_CRASH_LOOPING = "component_crash_looping"
@@ -21,6 +30,7 @@ REASON_MIXED = "components_failing"
 # the graph's reason (a DGD `Ready` reason with --failed-state all) when its components share a diagnosis
 REASONS = {
     CRASH_LOOP: REASON_CRASH_LOOPING,
+    CERTAIN_CRASH: "component_crashed_with_certain_cause",
     OOM_KILLED: "component_oom_killed",
     RESTART_LOOP: "component_restart_looping",
     IMAGE_PULL: "component_image_pull_failing",
@@ -53,12 +63,17 @@ def graph_verdict(failing: dict[str, Finding]) -> GraphVerdict:
     return GraphVerdict(True, reason, names, f"{FAILING_PREFIX}{details}", findings)
 
 
+# what fails a DGD (`state: failed`) by default: a crash loop, as upstream, and a crash whose cause is certain
+FAILING = frozenset((CRASH_LOOP, CERTAIN_CRASH))
+
+
 def crash_loops(verdict: GraphVerdict) -> GraphVerdict:
-    """The verdict of the crash-looping components alone: what upstream fails a DGD for."""
+    """The verdict of the crash-looping components alone (and of those whose crash has a certain cause):
+    what a DGD fails for by default."""
     if verdict.reason == REASON_CRASH_LOOPING or not verdict.failed:
         return verdict
     pairs = zip(verdict.components, verdict.findings, strict=True)
-    return graph_verdict({name: finding for name, finding in pairs if finding.diagnosis == CRASH_LOOP})
+    return graph_verdict({name: finding for name, finding in pairs if finding.diagnosis in FAILING})
 
 
 class _Graph:

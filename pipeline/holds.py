@@ -94,6 +94,15 @@ class Holds:
             return None
         return hold.finding
 
+    def start(self, key: ObjectKey, view: PodView, finding: Finding) -> None:
+        """Hold the Pod to `finding`, found by other means than its view (pipeline.crash_causes); a hold of
+        its view's own finding stays as it is."""
+        hold = self.held.get(key)
+        if hold is None or hold.uid != view.uid:
+            self.held[key] = Hold(view.uid, finding, view.restarts)
+        elif view.finding is None:
+            hold.finding = finding
+
     def due(self, now: float) -> Iterator[tuple[float, ObjectKey]]:
         """Time passed to `now`: the Pods released by it, each with the moment its window ended, in order.
         A Pod is released as each is yielded."""

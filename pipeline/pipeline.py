@@ -19,7 +19,7 @@ from pipeline.filter import EventFilter, ObjectUpdate, Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output, StatusWanted
 from pipeline.views import StatusView, ViewStore
-from stream.model.events import ReducedPod, WatchEvent
+from stream.model.events import CrashOutput, ReducedPod, WatchEvent
 
 _decode_time = msgspec.msgpack.Decoder(str | None).decode
 
@@ -34,12 +34,14 @@ class Pipeline:
         strict: bool = False,
         recovery_window: float = DEFAULT_RECOVERY_WINDOW,
         diagnoses: Settings | None = None,
+        explains: bool = False,
     ) -> None:
         """`synced=False` decides no status before `sync()` (a live source lists first); `readiness` also
         emits where each graph stands (`wait`, `get`); `tunables` are the backends' settings by name
         (pipeline.backends: a LeaderWorkerSet group's window, say); `recovery_window` how long a
         crash-looping Pod must be Ready before its verdict clears (pipeline.holds); `diagnoses` the graces
-        of the diagnoses beside the crash loop and which of them fail a DGD (pipeline.diagnoses). See
+        of the diagnoses beside the crash loop and which of them fail a DGD (pipeline.diagnoses);
+        `explains` asks for each new crash's output (pipeline.crash_causes: a live reader answers). See
         `Aggregator`. `strict`: nothing after the first event the filter rejects is looked at
         (`replay --strict`)."""
         self.strict = strict
@@ -57,9 +59,10 @@ class Pipeline:
             readiness=readiness,
             recovery_window=recovery_window,
             diagnoses=diagnoses,
+            explains=explains,
         )
 
-    def feed(self, events: Iterable[WatchEvent | ReducedPod]) -> list[Output]:
+    def feed(self, events: Iterable[WatchEvent | ReducedPod | CrashOutput]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
         stop at the filter, and events it cannot read are added to `rejected`. Events' times are time
         passing: a recovery window that ended before an update is closed before the update is applied,
@@ -75,12 +78,15 @@ class Pipeline:
                     outputs += aggregator.advance(update.time)
                 outputs += apply(update)
                 continue
+            if type(update) is CrashOutput:
+                outputs += aggregator.explain(update)
+                continue
             self.rejected.append(update)  # type: ignore[arg-type]
             if self.strict:
                 return outputs
         if pending() and isinstance(events, list) and events:
             last = events[-1]
-            outputs += aggregator.advance(last.time if type(last) is WatchEvent else _decode_time(last.time))
+            outputs += aggregator.advance(_decode_time(last.time) if type(last) is ReducedPod else last.time)
         return outputs
 
     def tick(self, time: str) -> list[Output]:

@@ -59,6 +59,15 @@ class PodFindings:
             looping.add(component, key)
         return finding is not None, was_held or was_graced
 
+    def hold(self, key: ObjectKey, view: PodView, finding: Finding) -> None:
+        """Hold the Pod to a finding no rule of its view reads (a crash whose cause is certain,
+        pipeline.crash_causes), as a crash loop is held, until it recovers or is replaced; a crash loop
+        its view shows already stays what is held."""
+        if view.component is None or view.finished:
+            return
+        self.holds.start(key, view, finding)
+        self.looping.add(view.component, key)
+
     def best(self, component: ComponentKey, superseded: dict[ObjectKey, str]) -> tuple[Finding | None, bool]:
         """The component's verdict from its Pods in force (a crash loop first, then by Pod name), and
         whether Pods of a spec that a change replaces (`superseded`: key to uid) were all that had one."""

@@ -14,8 +14,17 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from pipeline.backends.base import Backend
-from pipeline.findings import CONFIG_ERROR, CRASH_LOOP, IMAGE_PULL, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
-from pipeline.graph import REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
+from pipeline.findings import (
+    CERTAIN_CRASH,
+    CONFIG_ERROR,
+    CRASH_LOOP,
+    IMAGE_PULL,
+    OOM_KILLED,
+    RESTART_LOOP,
+    UNSCHEDULABLE,
+    Finding,
+)
+from pipeline.graph import FAILING, REASON_CRASH_LOOPING, REASON_MIXED, REASONS, GraphVerdict, crash_loops
 from pipeline.outputs import StatusWanted, status_write
 from pipeline.views import StatusView
 from stream.model.objects import Condition
@@ -32,6 +41,7 @@ STALLED_REPLACED_REASON = "SpecReplaced"
 # a DCD's `Stalled` reason per diagnosis (and its `Available` reason with --failed-state all)
 DCD_REASONS = {
     CRASH_LOOP: DCD_REASON_CRASH_LOOPING,
+    CERTAIN_CRASH: "ContainerCrashedCertainCause",
     OOM_KILLED: "ContainerOOMKilled",
     RESTART_LOOP: "ContainerRestartLooping",
     IMAGE_PULL: "ImagePullFailing",
@@ -41,6 +51,7 @@ DCD_REASONS = {
 # a DGD's `Stalled` reason per graph reason (pipeline.graph)
 DGD_STALLED_REASONS = {
     REASON_CRASH_LOOPING: DGD_STALLED_REASON,
+    REASONS[CERTAIN_CRASH]: "ComponentCrashedCertainCause",
     REASONS[OOM_KILLED]: "ComponentOOMKilled",
     REASONS[RESTART_LOOP]: "ComponentRestartLooping",
     REASONS[IMAGE_PULL]: "ComponentImagePullFailing",
@@ -104,8 +115,9 @@ def dcd_available(
     """The `Available` condition crashwatch wants on a DCD, or None when it has nothing to say.
     `workload` is what the DCD's workload says in the operator's words (pipeline.backends: its
     Deployment, its LeaderWorkerSet), None while none is observed. A crash loop is written as upstream
-    writes it; another diagnosis only with `all_failed` (--failed-state all), with its own reason."""
-    if finding is not None and (finding.diagnosis == CRASH_LOOP or all_failed):
+    writes it, and so is a crash whose cause is certain (with its own reason); another diagnosis only with
+    `all_failed` (--failed-state all), with its own reason."""
+    if finding is not None and (finding.diagnosis in FAILING or all_failed):
         return Condition(
             type=DCD_CONDITION,
             status="False",

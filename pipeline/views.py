@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
-from pipeline.crashloop import pod_failure, pod_ready
+from pipeline.crashloop import Crash, last_crash, pod_failure, pod_ready
 from pipeline.diagnoses import diagnose
 from pipeline.findings import Finding
 from stream.model.objects import (
@@ -81,6 +81,9 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ready: bool = False
     restarts: int = 0
     finished: bool = False
+    # a Pod that is not Ready: its container's last run that ended non-zero (pipeline.crash_causes reads
+    # why, once per crash)
+    crash: Crash | None = None
 
 
 def pod_view(pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer, ...] = ()) -> PodView:
@@ -125,6 +128,7 @@ def pod_view(pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer,
         ready,
         restarts,
         status.phase == "Succeeded" or status.phase == "Failed",
+        None if ready else last_crash(pod),
     )
 
 

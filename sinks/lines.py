@@ -10,7 +10,8 @@ from typing import Literal
 
 import msgspec
 
-from pipeline.findings import OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
+from pipeline.causes import Cause
+from pipeline.findings import CERTAIN_CRASH, OOM_KILLED, RESTART_LOOP, UNSCHEDULABLE, Finding
 from pipeline.outputs import ComponentChange, GraphChange, GraphReadiness, StatusWanted
 from sinks.text import printable, value
 
@@ -42,6 +43,7 @@ class DiagnosisLine(ComponentLine):
 
 
 WORDS = {
+    "certain_crash": "CRASHED",
     "oom_killed": "OOM-KILLED",
     "restart_loop": "RESTART-LOOPING",
     "image_pull_failing": "IMAGE-PULL-FAILING",
@@ -89,9 +91,34 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
     return _encoder.encode(line) + b"\n"
 
 
+class CauseEntry(msgspec.Struct):
+    """Why the container crashed, as JSON lines say it (what `crashwatch explain -o json` says, but the
+    line, which stays with the container's output)."""
+
+    cls: str = msgspec.field(name="class")
+    certain: bool
+    words: str
+    hint: str
+    fields: dict[str, str]
+
+
+def cause_entry(cause: Cause) -> CauseEntry:
+    return CauseEntry(cause.kind, cause.certain, cause.words(), cause.hint, dict(cause.fields))
+
+
 def component_line(change: ComponentChange) -> ComponentLine | dict[str, object]:
     """The component's JSON line: its keys, then a diagnosis's, or a backend's own fields (a LeaderWorkerSet
-    group loop's lws, group and recreations; the finding's other fields are then its last failure's)."""
+    group loop's lws, group and recreations; the finding's other fields are then its last failure's), and
+    last, where its output said why, the cause."""
+    line = _component_line(change)
+    finding = change.finding
+    if finding is None or finding.cause is None:
+        return line
+    fields = line if isinstance(line, dict) else msgspec.structs.asdict(line)
+    return fields | {"cause": cause_entry(finding.cause)}
+
+
+def _component_line(change: ComponentChange) -> ComponentLine | dict[str, object]:
     finding = change.finding
     pod = finding.pod if finding else None
     container = finding.container if finding else None
@@ -147,6 +174,7 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
             text = f"{when}  {where}  RECOVERED"
         elif finding.diagnosis:
             text = f"{when}  {where}  {WORDS.get(finding.diagnosis, 'FAILING')}  {_diagnosis_fields(finding)}"
+            text += _cause_field(finding)
         elif finding.text and not finding.part:  # a loop whose words are all there is to say (from a status)
             text = f"{when}  {where}  CRASH-LOOPING  {value(finding.text)}"
         elif finding.part:  # a backend's own loop (a LeaderWorkerSet group's recreations)
@@ -157,7 +185,7 @@ def _text_line(change: ComponentChange | GraphChange) -> str:
         else:
             text = (
                 f"{when}  {where}  CRASH-LOOPING  pod={value(finding.pod)} container={value(finding.container)} "
-                f"restarts={finding.restarts} exit={finding.exit_code}"
+                f"restarts={finding.restarts} exit={finding.exit_code}{_cause_field(finding)}"
             )
     else:
         where = value(f"{change.namespace}/{change.graph}")
@@ -179,18 +207,26 @@ def _diagnosis_fields(finding: Finding) -> str:
     fields = f"pod={value(finding.pod)} container={value(finding.container)} restarts={finding.restarts}"
     if finding.diagnosis == OOM_KILLED:
         return f"{fields} exit={finding.exit_code} reason=OOMKilled limit={value(finding.memory_limit or 'none')}"
-    if finding.diagnosis == RESTART_LOOP:
+    if finding.diagnosis == RESTART_LOOP or finding.diagnosis == CERTAIN_CRASH:
         return f"{fields} exit={finding.exit_code}"
     return f"{fields} reason={value(finding.reason)}"
 
 
+def _cause_field(finding: Finding) -> str:
+    return f" cause={finding.cause.kind}" if finding.cause is not None else ""
+
+
 def _counts(finding: Finding) -> str:
     """What climbs while it crash-loops: a container's restarts, or a group's recreations; for another
-    diagnosis, the reason kubelet or the scheduler gave."""
+    diagnosis, the reason kubelet or the scheduler gave; and why it crashed, where its output said."""
+    return _climbing(finding) + _cause_field(finding)
+
+
+def _climbing(finding: Finding) -> str:
     if finding.diagnosis:
         if finding.diagnosis == OOM_KILLED:
             return f"restarts={finding.restarts} OOMKilled limit={value(finding.memory_limit or 'none')}"
-        if finding.diagnosis == RESTART_LOOP:
+        if finding.diagnosis == RESTART_LOOP or finding.diagnosis == CERTAIN_CRASH:
             return f"restarts={finding.restarts} exit={finding.exit_code}"
         return value(finding.reason)
     if finding.part:  # what climbs is the backend's last field

@@ -86,8 +86,9 @@ class Metrics:
         self.diagnosed = Gauge(
             "crashwatch_component_diagnosed",
             "1 per component with a diagnosis now (crash loop or another cause it will never be Ready from), "
-            "labelled with the finding: the DCD's Stalled reason, the Pod, the container and its exit code.",
-            ["namespace", "graph", "component", "reason", "pod", "container", "exit_code"],
+            "labelled with the finding: the DCD's Stalled reason, the Pod, the container and its exit code, and "
+            "the cause its crashed output names (crashwatch explain's class; empty where none was read).",
+            ["namespace", "graph", "component", "reason", "pod", "container", "exit_code", "cause"],
             registry=self.registry,
         )
         self.synced = Gauge(
@@ -172,10 +173,11 @@ def diagnosed_labels(component: tuple[str, str, str], finding: Finding) -> tuple
     """crashwatch_component_diagnosed's labels for a finding. The restart count is left out: it grows at
     every restart and would make a new series each time. A waiting diagnosis (an image pull, a config
     error, an unschedulable Pod) has no exit code, and an unschedulable Pod no container: those labels are
-    empty, which Prometheus reads as absent."""
+    empty, which Prometheus reads as absent; so is the cause, until the crashed output names one."""
     exit_code = "" if finding.diagnosis in GRACED else str(finding.exit_code)
     reason = DCD_REASONS.get(finding.diagnosis, DCD_REASON_CRASH_LOOPING)
-    return (*component, reason, finding.pod, finding.container, exit_code)
+    cause = finding.cause.kind if finding.cause is not None else ""
+    return (*component, reason, finding.pod, finding.container, exit_code, cause)
 
 
 async def metrics_sink(receive: ObjectReceiveStream[list[Output]], metrics: Metrics) -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 from builders import container, pod, typed_pod
 
+from pipeline.causes import classify
 from pipeline.diagnoses import diagnose
 from pipeline.findings import Finding
 from pipeline.outputs import ComponentChange, GraphChange
@@ -104,7 +106,7 @@ def test_a_diagnosed_component_has_one_series_naming_its_finding_until_it_clears
     metrics = Metrics()
     change = ComponentChange(None, "ns", "g", "worker", "g-worker", finding, "")
     metrics.observe([change])
-    where = {"namespace": "ns", "graph": "g", "component": "worker", "pod": "w-0"}
+    where = {"namespace": "ns", "graph": "g", "component": "worker", "pod": "w-0", "cause": ""}
     assert diagnosed(metrics) == {"worker": where | labels}
     metrics.observe([change])  # the same verdict again: the same one series
     assert diagnosed(metrics) == {"worker": where | labels}
@@ -206,3 +208,14 @@ def test_the_ports_refusals_and_the_webhooks_answers_are_read_when_scraped() -> 
     answers.last = 1_800_000_000.0
     assert sample("crashwatch_admission_last_review_timestamp_seconds") == 1_800_000_000.0
     assert b"crashwatch_admission_reviews_total{answer=\"patched\"} 2.0" in metrics.exposition()
+
+
+def test_the_cause_its_crashed_output_names_is_a_label_of_its_series() -> None:
+    finding = diagnose(typed_pod(exited(1, "Error")))
+    assert finding is not None
+    cause = classify(["huggingface_hub.errors.GatedRepoError: 401 Client Error. Cannot access gated repo for url x"])
+    assert cause.kind == "model_access_denied"
+    metrics = Metrics()
+    explained = msgspec.structs.replace(finding, cause=cause)
+    metrics.observe([ComponentChange(None, "ns", "g", "worker", "g-worker", explained, "")])
+    assert diagnosed(metrics)["worker"]["cause"] == "model_access_denied"

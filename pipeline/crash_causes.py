@@ -1,0 +1,119 @@
+"""Why a component's Pods crash: the crashed runs' output asked for, read into causes, and the first crash
+failed at once when its cause is certain.
+
+A crash is a container's run that ended non-zero (`PodView.crash`, identified by its container and when it
+ended). For each new crash of the Pod that speaks for its component (of the Pods showing a crash, the first
+by name: the one a crash loop would be reported on), the tracker asks once for the output of that run
+(`ExplainWanted`): a live reader answers with a `CrashOutput` event, a replay finds it in its record. The
+output's cause is read by the pure catalog (pipeline.causes) and kept per Pod, for the crash it explains.
+It closes the words of the Pod's finding from then on (a crash loop says why), and where it is certain to
+come back at every restart (a gated model, a rejected flag: `Cause.certain`), the Pod is failed at this first
+crash (`CERTAIN_CRASH`), held between restarts as a crash loop is (pipeline.holds), unless told not to
+(`Settings.fail_fast`). A cause that may pass on retry (a dependency not up yet, a port briefly held) is
+named, never hurried. What is kept is bounded by the Pods held: a Pod that goes takes its entries along.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+
+import msgspec
+
+from pipeline.causes import Cause, classify
+from pipeline.crashloop import Crash
+from pipeline.findings import CERTAIN_CRASH, Finding
+from pipeline.outputs import ExplainWanted
+from pipeline.views import ComponentKey, ObjectKey, PodView
+from stream.model.events import CrashOutput
+
+# a crash of a Pod: the Pod's uid, the container, when its run ended
+CrashKey = tuple[str, str, str]
+
+
+class CrashCauses:
+    __slots__ = ("asked", "causes", "fail_fast", "pods", "pods_of")
+
+    def __init__(
+        self,
+        pods: dict[ObjectKey, PodView],
+        pods_of: Callable[[ComponentKey], Collection[ObjectKey]],
+        fail_fast: bool,
+    ) -> None:
+        """`pods`: the store's Pods; `pods_of`: a component's Pods; `fail_fast`: fail a Pod at its first
+        crash when the cause is certain."""
+        self.pods, self.pods_of, self.fail_fast = pods, pods_of, fail_fast
+        self.asked: dict[ObjectKey, CrashKey] = {}  # the last crash whose output was asked for, per Pod
+        self.causes: dict[ObjectKey, tuple[CrashKey, Cause]] = {}  # the last crash explained, per Pod
+
+    def crashed(self, key: ObjectKey, view: PodView, time: str | None) -> ExplainWanted | None:
+        """A Pod shows a crash it did not show before: the output to ask for, if it is the Pod that speaks
+        for its component and that crash was not asked for yet."""
+        crash, component = view.crash, view.component
+        assert crash is not None
+        if component is None:
+            return None
+        crash_key = (view.uid, crash.container, crash.finished_at)
+        if self.asked.get(key) == crash_key or not self._speaks(key, component):
+            return None
+        self.asked[key] = crash_key
+        return ExplainWanted(time, key[0], key[1], view.uid, crash.container, crash.finished_at)
+
+    def explained(self, output: CrashOutput) -> tuple[ObjectKey, Finding | None] | None:
+        """A crash's output came: its cause is read and kept. The Pod it is of (None: gone, or no longer
+        that Pod), and the finding to hold it to at once when the cause is certain and its Pod still shows
+        that crash, not Ready (None: none to hold)."""
+        key = (output.namespace, output.pod)
+        view = self.pods.get(key)
+        if view is None or view.uid != output.uid:
+            return None
+        cause = classify(output.text.splitlines())
+        crash_key = (output.uid, output.container, output.finished_at)
+        self.causes[key] = (crash_key, cause)
+        self.asked.setdefault(key, crash_key)  # a replay's record asked for it: the Pod's entries go with it
+        crash = view.crash
+        if not (self.fail_fast and cause.certain) or crash is None or not _same(crash, output) or view.claim:
+            return key, None  # a backend's Pod (a LeaderWorkerSet group's, recreated at once) is its rule's
+        finding = Finding(
+            view.name,
+            crash.container,
+            crash.restarts,
+            crash.exit_code,
+            crash.reason,
+            diagnosis=CERTAIN_CRASH,
+            cause=cause,
+        )
+        return key, finding
+
+    def named(self, namespace: str, finding: Finding) -> Finding:
+        """The finding, closed with the cause of the last crash explained of its container, in its Pod (of
+        the same uid), where there is one."""
+        key = (namespace, finding.pod)
+        entry = self.causes.get(key) if finding.cause is None and finding.container else None
+        if entry is None:
+            return finding
+        (uid, container, _), cause = entry
+        view = self.pods.get(key)
+        if view is None or view.uid != uid or container != finding.container:
+            return finding
+        return msgspec.structs.replace(finding, cause=cause)
+
+    def forget(self, key: ObjectKey, new: PodView | None) -> None:
+        """A Pod changed: if it is gone, or replaced under its name, its crashes go with it."""
+        asked = self.asked.get(key)
+        if asked is not None and (new is None or asked[0] != new.uid):
+            del self.asked[key]
+            self.causes.pop(key, None)
+
+    def _speaks(self, key: ObjectKey, component: ComponentKey) -> bool:
+        """Whether the Pod is, of its component's Pods that show a crash, the first by name."""
+        pods, name = self.pods, key[1]
+        for other in self.pods_of(component):
+            if other[1] < name:
+                view = pods.get(other)
+                if view is not None and view.crash is not None:
+                    return False
+        return True
+
+
+def _same(crash: Crash, output: CrashOutput) -> bool:
+    return crash.container == output.container and crash.finished_at == output.finished_at
