@@ -499,6 +499,17 @@ def _windows(parser: argparse.ArgumentParser) -> None:
         help="what sets DGD state failed (and DCD Available=False): crash loops alone, as the Dynamo operator "
         "does, or every diagnosis; Stalled=True is set for every diagnosis either way (default: crash-loop)",
     )
+    group.add_argument(
+        "--fail-fast",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_bool,
+        metavar="true|false",
+        help="fail a graph at a Pod's first crash when the crashed run's output names a cause a restart cannot "
+        "cure (a gated model, a rejected flag: docs/status.md, \"Why it crashed\"); false: wait for the "
+        "crash-loop rule, which names the cause then (default: true)",
+    )
 
 
 def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
@@ -977,6 +988,7 @@ def _diagnoses(args: argparse.Namespace) -> Settings:
         config_error_grace=args.config_error_grace,
         unschedulable_grace=args.unschedulable_grace,
         failed_state=args.failed_state,
+        fail_fast=args.fail_fast,
     )
 
 
