@@ -45,7 +45,8 @@ from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
 from stream.model.events import BadRecord, WatchEvent
 from stream.model.messages import Level
-from stream.sources.logs import (
+from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
+from stream.sources.recorded import (
     DEFAULT_NAMESPACE,
     MAX_RECORD,
     LogSource,
@@ -55,7 +56,6 @@ from stream.sources.logs import (
     open_log,
     read_log,
 )
-from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
 
