@@ -16,16 +16,12 @@ and every message fits on one line.
 
 from __future__ import annotations
 
-import bz2
-import codecs
 import io
-import lzma
 import mmap
 import os
 import re
 import stat
 import sys
-import zlib
 from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, cast
@@ -44,6 +40,7 @@ from stream.model.decode import (
     yaml_documents,
 )
 from stream.model.events import BadRecord, WatchEvent
+from stream.sources.recorded.layers import Damageable, Decompressed, Prefixed, Transcoded, compression_of, encoding_of
 
 BATCH = 256
 CHUNK = 1 << 22
@@ -88,7 +85,7 @@ class LogSource:
     file: IO[bytes] | None = None
     path: str = ""
     offset: int = 0
-    layers: list[_Damageable] = field(default_factory=list)
+    layers: list[Damageable] = field(default_factory=list)
     closing: list[IO[bytes]] = field(default_factory=list)
     binary: str | None = None  # what says, from its first line, that it is no text at all (then it is not read)
 
@@ -157,21 +154,21 @@ def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) 
     plain = mode is not None and stat.S_ISREG(mode)
     source.live = mode is not None and not plain  # a pipe, a terminal, a socket: records as they come
     head = _peek(stream, 6)
-    compression = _compression(head)
+    compression = compression_of(head)
     if compression == "zstd":
         raise LogUnreadable(f"{name}: compressed with zstd, which crashwatch does not read: decompress it first")
     if compression is not None:
-        layer = _Decompressed(stream, compression)
+        layer = Decompressed(stream, compression)
         source.layers.append(layer)
         stream = io.BufferedReader(layer, CHUNK)
         plain = False
     head = _peek(stream, 4)
-    encoding = _encoding(head)
+    encoding = encoding_of(head)
     skip = 0
     if encoding == "utf-8-sig":
         skip = 3
     elif encoding is not None:
-        text = _Transcoded(stream, encoding)
+        text = Transcoded(stream, encoding)
         source.layers.append(text)
         stream = io.BufferedReader(text, CHUNK)
         plain = False
@@ -187,7 +184,7 @@ def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) 
         if skip:
             stream.read(skip)
         sniffed = _read_head(stream)
-        stream = io.BufferedReader(_Prefixed(sniffed, stream))
+        stream = io.BufferedReader(Prefixed(sniffed, stream))
     source.stream = stream
     source.yaml = sniff_yaml(sniffed, name)
     source.binary = binary_head(sniffed)
@@ -221,47 +218,8 @@ def _mode(stream: IO[bytes]) -> int | None:
         return None
 
 
-def _read_some(stream: IO[bytes], size: int) -> bytes:
-    """What a stream has, up to `size` bytes, waiting only when it has nothing (a pipe being written)."""
-    read1 = getattr(stream, "read1", None)
-    return bytes(read1(size) if read1 is not None else stream.read(size))
-
-
 def _peek(stream: IO[bytes], size: int) -> bytes:
     return bytes(stream.peek(size)[:size])  # type: ignore[attr-defined]
-
-
-def _compression(head: bytes) -> str | None:
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if head[:3] == b"BZh" and head[3:4].isdigit():
-        return "bzip2"
-    if head[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if head[:4] == b"\x28\xb5\x2f\xfd":
-        return "zstd"
-    return None
-
-
-def _encoding(head: bytes) -> str | None:
-    """UTF-8 with a byte order mark, or UTF-16/32 (with one, or told by the zero bytes around ASCII)."""
-    if head[:3] == b"\xef\xbb\xbf":
-        return "utf-8-sig"
-    if head[:4] in (b"\xff\xfe\x00\x00", b"\x00\x00\xfe\xff"):
-        return "utf-32"
-    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return "utf-16"
-    if len(head) == 4 and 0 < head[0] < 0x80:
-        if head[1:] == b"\x00\x00\x00":
-            return "utf-32-le"
-        if head[1] == 0 and head[3] == 0 and head[2]:
-            return "utf-16-le"
-    if len(head) == 4 and 0 < head[3] < 0x80:
-        if head[:3] == b"\x00\x00\x00":
-            return "utf-32-be"
-        if head[0] == 0 and head[2] == 0 and head[1]:
-            return "utf-16-be"
-    return None
 
 
 def _read_head(stream: IO[bytes]) -> bytes:
@@ -326,185 +284,6 @@ def _whole_json(line: bytes) -> bool:
     except msgspec.DecodeError:
         return False
     return True
-
-
-# --- the layers under a log's content: decompression and transcoding ---------------------------------
-
-
-class _Damageable(io.RawIOBase):
-    """A stream that ends, instead of failing, where its input is damaged, and says why in `damage`:
-    everything read before the damage is kept."""
-
-    damage: str | None = None
-
-    def readable(self) -> bool:
-        return True
-
-
-class _Decompressor:
-    """zlib's, bz2's and lzma's decompressors behind one interface, one compressed member at a time."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.inner: Any = self._new()
-        self.started = False
-        self.full = False  # zlib filled the last output: it may hold more without further input
-
-    def _new(self) -> Any:
-        if self.kind == "gzip":
-            return zlib.decompressobj(wbits=31)
-        if self.kind == "bzip2":
-            return bz2.BZ2Decompressor()
-        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
-
-    def restart(self) -> None:
-        self.inner = self._new()
-        self.started = False
-        self.full = False
-
-    def magic(self, data: bytes) -> bool:
-        return _compression(data[:6]) == self.kind
-
-    def decompress(self, data: bytes, size: int) -> tuple[bytes, bytes]:
-        """Up to `size` bytes of output, and the input not consumed yet."""
-        if data:
-            self.started = True
-        if self.kind == "gzip":
-            out = self.inner.decompress(data, size)
-            self.full = len(out) == size
-            return out, self.inner.unconsumed_tail
-        if data or not self.inner.needs_input:
-            return self.inner.decompress(data, size), b""
-        return b"", b""
-
-    @property
-    def eof(self) -> bool:
-        return bool(self.inner.eof)
-
-    @property
-    def unused(self) -> bytes:
-        return bytes(self.inner.unused_data)
-
-    def pending(self) -> bool:
-        """Whether output may still be held without more input."""
-        if self.kind == "gzip":
-            return self.full and not self.inner.eof
-        return not self.inner.needs_input and not self.inner.eof
-
-
-_DECOMPRESSION_ERRORS = (zlib.error, OSError, EOFError, lzma.LZMAError, ValueError)
-
-
-class _Decompressed(_Damageable):
-    """A compressed log's content, member after member (`cat a.gz b.gz` is one gzip log)."""
-
-    def __init__(self, raw: IO[bytes], kind: str) -> None:
-        self.raw = raw
-        self.kind = kind
-        self.decompressor = _Decompressor(kind)
-        self.input = b""
-        self.done = False
-
-    def readinto(self, buffer: Any) -> int:
-        size = len(buffer)
-        decompressor = self.decompressor
-        while not self.done and size:
-            if decompressor.eof:
-                rest = decompressor.unused + self.input
-                self.input = b""
-                if not self._next_member(rest):
-                    return 0
-                continue
-            if not self.input and not decompressor.pending():
-                self.input = _read_some(self.raw, 1 << 16)
-                if not self.input:
-                    if decompressor.started:
-                        self._damaged(f"compressed data ends early (truncated {self.kind})")
-                    else:
-                        self.done = True  # a clean end between members
-                    return 0
-            try:
-                out, self.input = decompressor.decompress(self.input, size)
-            except _DECOMPRESSION_ERRORS as exc:
-                self._damaged(f"compressed data is corrupt ({self.kind}: {exc})")
-                return 0
-            if out:
-                buffer[: len(out)] = out
-                return len(out)
-        return 0
-
-    def _next_member(self, rest: bytes) -> bool:
-        """After a member's end: another member, zero padding, the end, or garbage (damage)."""
-        while True:
-            rest = rest.lstrip(b"\x00")
-            if not rest:
-                rest = _read_some(self.raw, 1 << 16)
-                if not rest:
-                    self.done = True
-                    return False
-                continue
-            if len(rest) < 6:
-                more = _read_some(self.raw, 6)
-                if more:
-                    rest += more
-                    continue
-            if self.decompressor.magic(rest):
-                self.decompressor.restart()
-                self.input = rest
-                return True
-            self._damaged(f"compressed data is followed by something that is not {self.kind} (trailing garbage)")
-            return False
-
-    def _damaged(self, why: str) -> None:
-        self.damage = why
-        self.done = True
-
-
-class _Transcoded(_Damageable):
-    """A UTF-16 or UTF-32 log, as UTF-8."""
-
-    def __init__(self, raw: IO[bytes], encoding: str) -> None:
-        self.raw = raw
-        self.name = encoding.upper().replace("-LE", " LE").replace("-BE", " BE")
-        self.decoder = codecs.getincrementaldecoder(encoding)()
-        self.ready = b""
-        self.done = False
-
-    def readinto(self, buffer: Any) -> int:
-        while not self.ready and not self.done:
-            data = _read_some(self.raw, 1 << 16)
-            try:
-                self.ready = self.decoder.decode(data, final=not data).encode("utf-8", "surrogatepass")
-            except UnicodeDecodeError as exc:
-                self.damage = f"not valid {self.name} ({exc.reason})"
-                self.done = True
-            if not data:
-                self.done = True
-        count = min(len(buffer), len(self.ready))
-        buffer[:count] = self.ready[:count]
-        self.ready = self.ready[count:]
-        return count
-
-
-class _Prefixed(io.RawIOBase):
-    """What was read to tell the format, then the rest of the stream, as if nothing had been read."""
-
-    def __init__(self, head: bytes, rest: IO[bytes]) -> None:
-        self.head = head
-        self.rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self.head:
-            count = min(len(buffer), len(self.head))
-            buffer[:count] = self.head[:count]
-            self.head = self.head[count:]
-            return count
-        data = self.rest.read1(len(buffer))  # type: ignore[attr-defined]
-        buffer[: len(data)] = data
-        return len(data)
 
 
 # --- lines -------------------------------------------------------------------------------------------
