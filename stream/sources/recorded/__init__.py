@@ -31,7 +31,6 @@ import yaml
 
 from stream.model.decode import (
     FAST_ERRORS,
-    Decoded,
     RecordProblem,
     clip,
     decode_item,
@@ -39,34 +38,38 @@ from stream.model.decode import (
     read_event,
     yaml_documents,
 )
-from stream.model.events import BadRecord, WatchEvent
+from stream.model.events import BadRecord
+from stream.sources.recorded.bad_records import (
+    CUT_AT_END,
+    LogItem,
+    binary_problem,
+    emit,
+    io_problem,
+    too_large,
+)
 from stream.sources.recorded.layers import Damageable, Decompressed, Prefixed, Transcoded, compression_of, encoding_of
+from stream.sources.recorded.limits import BATCH, CHUNK, MAX_RECORD, SNIFF
 
-BATCH = 256
-CHUNK = 1 << 22
-MAX_RECORD = 16 << 20  # a few MB above the largest object the API server stores (etcd's 1.5 MB request limit)
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "MAX_RECORD",
+    "JsonRecords",
+    "LogSource",
+    "LogUnreadable",
+    "Oversized",
+    "is_json_lines",
+    "line_end",
+    "line_ranges",
+    "map_file",
+    "open_log",
+    "read_log",
+]
+
 DEFAULT_NAMESPACE = "default"  # where a manifest's object without a namespace goes, as with kubectl
-CUT_AT_END = "record is cut short (the log ends before it closes)"
-SNIFF = 1 << 16  # how much of a log's beginning may be read to tell its format
-LogItem = WatchEvent | BadRecord
 
 
 class LogUnreadable(Exception):
     """A log that cannot be opened or read at all (missing, a folder, no permission, a closed stdin)."""
-
-
-def size_text(size: int) -> str:
-    """A byte count as kubectl writes a quantity, when it is a round one (16Mi), else in bytes."""
-    for unit, shift in (("Gi", 30), ("Mi", 20), ("Ki", 10)):
-        if size >= 1 << shift and size % (1 << shift) == 0:
-            return f"{size >> shift}{unit}"
-    return f"{size:,} bytes"
-
-
-def too_large(size: int | None, limit: int, what: str = "record") -> str:
-    """The message for a record longer than the limit (of `size` bytes, when that is known)."""
-    length = "longer than" if size is None else f"{size:,} bytes, more than"
-    return f"{what} is {length} the limit of {size_text(limit)} (--max-record-size): skipped"
 
 
 @dataclass
@@ -204,11 +207,6 @@ def binary_head(head: bytes) -> str | None:
             return None if nul < 0 else binary_problem(start + nul)
         start = end + 1
     return None
-
-
-def binary_problem(offset: int | None) -> str:
-    at = "" if offset is None else f" at byte {offset:,}"
-    return f"binary data (a NUL byte{at}), not a text log of watch events or objects: not read further"
 
 
 def _mode(stream: IO[bytes]) -> int | None:
@@ -687,7 +685,7 @@ class JsonRecords:
             elif listing is None:
                 items.extend(self._decode(text, where, False))
             else:
-                items.extend(_emit(decode_item(text, index, listing, self.namespace), where))
+                items.extend(emit(decode_item(text, index, listing, self.namespace), where))
         return items
 
     def _end_array(self) -> list[LogItem]:
@@ -777,7 +775,7 @@ class JsonRecords:
                 # what damaged compressed data ends with: one message says which
                 return [BadRecord(where, self._end_problem())]
             return [BadRecord(where, str(exc))]
-        return _emit(decoded, where)
+        return emit(decoded, where)
 
     def _end_problem(self) -> str:
         damage = self.damage()
@@ -797,13 +795,6 @@ class JsonRecords:
             items.append(BadRecord(f"{self.name}:{lineno + 1}", f"cannot read further: {damage}"))
             self.damage_told = True
         return items
-
-
-def _emit(decoded: Decoded, where: str) -> list[LogItem]:
-    events, problems = decoded
-    items: list[LogItem] = list(events)
-    items.extend(BadRecord(where, problem) for problem in problems)
-    return items
 
 
 def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
@@ -839,7 +830,7 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
                     yield out
                     out = []
     except OSError as exc:
-        out.append(BadRecord(f"{name}:{lineno + 1}", f"cannot read further: {_io_problem(exc)}"))
+        out.append(BadRecord(f"{name}:{lineno + 1}", f"cannot read further: {io_problem(exc)}"))
     else:
         out.extend(records.end(lineno))
     if out:
@@ -1147,7 +1138,7 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                         except RecordProblem as exc:
                             yield BadRecord(where, str(exc))
                             continue
-                        yield from _emit(decoded, where)
+                        yield from emit(decoded, where)
             except yaml.YAMLError as exc:
                 number += 1
                 mark = getattr(exc, "problem_mark", None)
@@ -1155,7 +1146,7 @@ def _read_yaml(source: LogSource, live: bool) -> Iterator[LogItem]:
                 problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
                 yield BadRecord(place, f"not valid YAML ({clip(problem)}); skipped up to the next `---`")
     except OSError as exc:
-        yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {_io_problem(exc)}")
+        yield BadRecord(f"{name}: document {number + 1}", f"cannot read further: {io_problem(exc)}")
         return
     damage = source.damage()
     if damage is not None:
@@ -1171,13 +1162,9 @@ def _yaml_item(item: YamlItem, where: str, source: LogSource, cap: int) -> Itera
             if isinstance(document, RecordProblem):
                 yield BadRecord(where, f"item {item.position}: {document}")
             elif document is not None:
-                yield from _emit(decode_item(document, item.position, item.kind, source.namespace), where)
+                yield from emit(decode_item(document, item.position, item.kind, source.namespace), where)
     except yaml.YAMLError as exc:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         yield BadRecord(where, f"item {item.position}: not valid YAML ({clip(problem)})")
 
 
-def _io_problem(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror
-    return str(exc) or type(exc).__name__
