@@ -16,17 +16,11 @@ and every message fits on one line.
 
 from __future__ import annotations
 
-import io
 import mmap
-import os
 import re
-import stat
-import sys
 from collections.abc import Callable, Generator, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, Any
 
-import msgspec
 import yaml
 
 from stream.model.decode import (
@@ -47,8 +41,10 @@ from stream.sources.recorded.bad_records import (
     io_problem,
     too_large,
 )
-from stream.sources.recorded.layers import Damageable, Decompressed, Prefixed, Transcoded, compression_of, encoding_of
 from stream.sources.recorded.limits import BATCH, CHUNK, MAX_RECORD, SNIFF
+from stream.sources.recorded.opening import LogUnreadable, open_log
+from stream.sources.recorded.sniffing import is_json_lines, line_format
+from stream.sources.recorded.source import DEFAULT_NAMESPACE, LogSource
 
 __all__ = [
     "DEFAULT_NAMESPACE",
@@ -64,224 +60,6 @@ __all__ = [
     "open_log",
     "read_log",
 ]
-
-DEFAULT_NAMESPACE = "default"  # where a manifest's object without a namespace goes, as with kubectl
-
-
-class LogUnreadable(Exception):
-    """A log that cannot be opened or read at all (missing, a folder, no permission, a closed stdin)."""
-
-
-@dataclass
-class LogSource:
-    """One LOG argument, opened. `name` is how messages refer to it; `stream` gives its content (already
-    decompressed and in UTF-8); `file` is the plain regular file behind it, when there is one and
-    `stream` reads it unchanged from `offset` on, so it can be mapped and handed to worker processes,
-    which open it again by `path`."""
-
-    name: str
-    stream: IO[bytes]
-    yaml: bool
-    max_record: int = MAX_RECORD
-    namespace: str = DEFAULT_NAMESPACE  # for a manifest's objects that name none (a bare object, a List item)
-    live: bool = False
-    file: IO[bytes] | None = None
-    path: str = ""
-    offset: int = 0
-    layers: list[Damageable] = field(default_factory=list)
-    closing: list[IO[bytes]] = field(default_factory=list)
-    binary: str | None = None  # what says, from its first line, that it is no text at all (then it is not read)
-
-    def damage(self) -> str | None:
-        """What stopped the content early (truncated or corrupt compressed data, broken UTF-16), if anything."""
-        for layer in self.layers:
-            if layer.damage is not None:
-                return layer.damage
-        return None
-
-    def close(self) -> None:
-        for stream in self.closing:
-            stream.close()
-
-
-def _own_stdin() -> IO[bytes]:
-    """Standard input as a reader of our own on the same descriptor: a daemon thread blocked in a read
-    of it holds its lock, and Python aborts the process at exit when the lock it must take to close
-    `sys.stdin` is held (a replay that stops early, on a closed stdout, while its reader still reads)."""
-    try:
-        return open(sys.stdin.fileno(), "rb", closefd=False)
-    except (OSError, ValueError, io.UnsupportedOperation):  # not a descriptor (an embedding, a test's stand-in)
-        return sys.stdin.buffer
-
-
-def open_log(
-    path: str, stdin: IO[bytes] | None = None, max_record: int = MAX_RECORD, namespace: str = DEFAULT_NAMESPACE
-) -> LogSource:
-    """Open a log, detect its compression, encoding and format; raise LogUnreadable with a one-line reason."""
-    name = "<stdin>" if path == "-" else path
-    closing: list[IO[bytes]] = []
-    if path == "-":
-        if stdin is None:
-            if sys.stdin is None:  # started with its standard input closed
-                raise LogUnreadable(f"{name}: cannot read: standard input is closed")
-            stdin = _own_stdin()
-            if stdin is not sys.stdin.buffer:
-                closing.append(stdin)
-        raw = stdin
-    else:
-        try:
-            raw = open(path, "rb")  # noqa: SIM115
-        except IsADirectoryError:
-            raise LogUnreadable(f"{name}: is a directory, not a log") from None
-        except OSError as exc:
-            raise LogUnreadable(f"{name}: cannot open: {exc.strerror or exc}") from None
-        closing.append(raw)
-    try:
-        source = _open(name, raw, closing, max_record)
-        source.namespace = namespace
-        return source
-    except LogUnreadable:
-        for stream in closing:
-            stream.close()
-        raise
-    except OSError as exc:
-        for stream in closing:
-            stream.close()
-        raise LogUnreadable(f"{name}: cannot read: {exc.strerror or exc}") from None
-
-
-def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) -> LogSource:
-    stream = raw if hasattr(raw, "peek") else io.BufferedReader(cast(Any, raw))
-    source = LogSource(name=name, stream=stream, yaml=False, max_record=max_record, closing=closing)
-    mode = _mode(stream)
-    plain = mode is not None and stat.S_ISREG(mode)
-    source.live = mode is not None and not plain  # a pipe, a terminal, a socket: records as they come
-    head = _peek(stream, 6)
-    compression = compression_of(head)
-    if compression == "zstd":
-        raise LogUnreadable(f"{name}: compressed with zstd, which crashwatch does not read: decompress it first")
-    if compression is not None:
-        layer = Decompressed(stream, compression)
-        source.layers.append(layer)
-        stream = io.BufferedReader(layer, CHUNK)
-        plain = False
-    head = _peek(stream, 4)
-    encoding = encoding_of(head)
-    skip = 0
-    if encoding == "utf-8-sig":
-        skip = 3
-    elif encoding is not None:
-        text = Transcoded(stream, encoding)
-        source.layers.append(text)
-        stream = io.BufferedReader(text, CHUNK)
-        plain = False
-    if plain:
-        source.file = stream
-        source.offset = stream.tell() + skip
-        fd = stream.fileno()
-        source.path = f"/dev/fd/{fd}" if name == "<stdin>" else name
-        sniffed = os.pread(fd, SNIFF, source.offset)
-        if skip:
-            stream.read(skip)
-    else:
-        if skip:
-            stream.read(skip)
-        sniffed = _read_head(stream)
-        stream = io.BufferedReader(Prefixed(sniffed, stream))
-    source.stream = stream
-    source.yaml = sniff_yaml(sniffed, name)
-    source.binary = binary_head(sniffed)
-    return source
-
-
-def binary_head(head: bytes) -> str | None:
-    """Why a log is binary data rather than text, from its first line that holds anything: a NUL byte,
-    which no JSON or YAML text holds (`/dev/zero`, a disk image, a file of zeros a crash left)."""
-    start = 0
-    while start < len(head):
-        end = head.find(b"\n", start)
-        end = len(head) if end < 0 else end
-        line = head[start:end]
-        if line.strip():
-            nul = line.find(b"\x00")
-            return None if nul < 0 else binary_problem(start + nul)
-        start = end + 1
-    return None
-
-
-def _mode(stream: IO[bytes]) -> int | None:
-    try:
-        return os.fstat(stream.fileno()).st_mode
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _peek(stream: IO[bytes], size: int) -> bytes:
-    return bytes(stream.peek(size)[:size])  # type: ignore[attr-defined]
-
-
-def _read_head(stream: IO[bytes]) -> bytes:
-    """The first lines of a stream, up to the first that tells the format (or SNIFF bytes)."""
-    head = b""
-    while len(head) < SNIFF:
-        line = stream.readline(SNIFF - len(head))
-        if not line:
-            break
-        head += line
-        if _line_format(line) is not None:
-            break
-    return head
-
-
-_YAML_KEY = re.compile(rb"""["']?(?:apiVersion|kind|metadata|type|object|items|spec|status|time)["']?[ \t]*:(?:\s|$)""")
-# a merge key, or a key whose value is an anchor or an alias: only YAML has them (`<<: *base`, `x: &labels`)
-_YAML_ONLY = re.compile(rb"""<<[ \t]*:(?:\s|$)|["']?[^\s:#"'{}\[\],&*!|>%@`][^:#]*?["']?[ \t]*:[ \t]+[&*]\S""")
-
-
-def _line_format(line: bytes) -> str | None:
-    """What a line at the top of a log says of its format: "json", "yaml", or None (a warning, a comment)."""
-    first = line[:1]
-    if first in (b"{", b"[", b"}", b"]"):
-        return "json"
-    if line.startswith((b"---", b"%YAML", b"%TAG", b"- ")) or line.rstrip() == b"-" or _YAML_KEY.match(line):
-        return "yaml"
-    if (line[:2] == b"<<" or b"&" in line or b"*" in line) and _YAML_ONLY.match(line):
-        return "yaml"
-    return None
-
-
-def sniff_yaml(head: bytes, name: str) -> bool:
-    """Whether a log is YAML, from its first line that tells: JSON starts a line with a brace or a bracket,
-    YAML with `---`, `- ` or a key a Kubernetes object or watch event has. Lines that tell nothing (a
-    kubectl warning, a comment, a record cut at its start) are passed over; when none tells, a `.yaml`
-    or `.yml` name does, and otherwise it is read as JSON.
-
-    JSON after `#` comments is YAML (JSON has no comments; YAML, its superset, reads the rest as JSON,
-    as kubectl does), unless that first line is a whole JSON value: then it is JSON lines, whose
-    comment lines are bad records as any stray line."""
-    start = 0
-    commented = False
-    while start < len(head):  # line by line, without splitting the whole head: the first line tells
-        end = head.find(b"\n", start)
-        end = len(head) if end < 0 else end
-        line = head[start:end]
-        said = _line_format(line)
-        if said == "json" and commented:
-            return not _whole_json(line)
-        if said is not None:
-            return said == "yaml"
-        commented = commented or line.lstrip()[:1] == b"#"
-        start = end + 1
-    base = name[: -len(".gz")] if name.endswith(".gz") else name
-    return base.endswith((".yaml", ".yml"))
-
-
-def _whole_json(line: bytes) -> bool:
-    try:
-        msgspec.json.decode(line)
-    except msgspec.DecodeError:
-        return False
-    return True
 
 
 # --- lines -------------------------------------------------------------------------------------------
@@ -837,21 +615,6 @@ def _read_json(source: LogSource, live: bool) -> Iterator[list[LogItem]]:
         yield out
 
 
-def is_json_lines(data: mmap.mmap | bytes, start: int = 0) -> bool:
-    """Whether a log looks like JSON lines (its first record is not a pretty-printed `{` line): then
-    worker processes can decode it line by line. Only a matter of speed: the result is the same."""
-    size = len(data)
-    while start < size:
-        stop = data.find(b"\n", start, start + SNIFF)
-        if stop < 0:
-            return True  # a first line longer than that: no pretty-printed record starts so
-        line = data[start:stop].strip()
-        if line:
-            return line not in (b"{", b"[")
-        start = stop + 1
-    return False
-
-
 def line_ranges(
     data: mmap.mmap, parts: int, smallest: int, start: int = 0, limit: int = MAX_RECORD
 ) -> list[tuple[int, int]]:
@@ -1076,7 +839,7 @@ def _documents(source: LogSource, live: bool) -> Iterator[Piece]:
             oversized = type(line) is Oversized
             data = bytes(line)  # (an Oversized line is empty)
             if not said:
-                if oversized or _line_format(data) is not None:  # JSON is YAML too (after comments)
+                if oversized or line_format(data) is not None:  # JSON is YAML too (after comments)
                     said = stray.said = True
                     if stray.start:
                         yield stray.start, Stray(stray.text)
