@@ -1,9 +1,10 @@
-"""The elements of a pretty-printed JSON array, one at a time: the records of `jq -s .` of a watch log, or
-the items of a List too large to hold whole.
+"""Cutting a pretty-printed JSON array into its elements, one at a time (`Elements`): the records of
+`jq -s .` of a watch log, or the items of a List too large to hold whole.
 
-An array is read apart from the records around it so that no element is held with another, and a cut
-or bad element is one bad record at its own line. Deciding what an element is (a record, or a List's
-item) and decoding it is left to json_records.py.
+It is apart from json_records.py so that the rules of an array's layout (the elements' indent, `},` and
+`]` lines) are in one place: no element is held with another, and a cut or bad element is one bad record
+at its own line. Deciding what an element is (a record, or a List's item) and decoding it is left to
+json_records.py.
 """
 
 from __future__ import annotations
@@ -13,12 +14,11 @@ from typing import Any
 from stream.sources.recorded.lines import Oversized
 
 _CLOSERS = (b"]", b"],")
-
-
 Element = tuple[int, int, "bytes | Oversized | str"]  # its first line, its index, its text (or why it has none)
 
 
 def indent_of(line: bytes) -> bytes:
+    """The blanks a line starts with."""
     return line[: len(line) - len(line.lstrip(b" \t"))]
 
 
