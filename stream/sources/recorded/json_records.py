@@ -2,8 +2,8 @@
 in one pass that needs no mode.
 
 JSON lines take a tight path here (one typed decode per line, the speed of a replay); anything else goes
-to `JsonRecords`, which is also what the worker processes hand the lines back to that they could not read
-alone, so a log reads alike in one process or several. Lines come from lines.py; the elements of an array
+to `JsonRecords`, which also reads the lines that worker processes (stream/sources/parallel.py) leave to
+the main process, so a log reads alike in one process or several. Lines come from lines.py; the elements of an array
 are cut by json_arrays.py; a record is decoded by `stream.model.decode`, the code the live watch uses.
 """
 

@@ -3,8 +3,8 @@
 They exist so that every reader above sees plain UTF-8 whatever the log was written as, and so that damaged
 input ends a log's content instead of failing its read: each layer stops where its input is damaged and says
 why (`damage`), keeping everything before. Telling a compression or an encoding from a log's first bytes is
-here too, beside the layer that undoes it. Which layers a log gets, and reading past them, is left to
-opening.py; what the text says is left to the readers of lines.
+here too, beside the layer that undoes it. Which layers a log gets is opening.py's choice; what the
+text says is left to the readers above.
 """
 
 from __future__ import annotations

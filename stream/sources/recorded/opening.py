@@ -1,7 +1,7 @@
 """Opening a log: a file or standard input, its compression and encoding undone, its format sniffed.
 
 Every way a log cannot be opened or read at all is one `LogUnreadable` with a one-line reason here (the
-exit code 66 of replay), so that readers only ever meet a log they can read. The layers that undo
+exit code 66 of replay), so that readers only ever meet a log that opened. The layers that undo
 compression and encodings are layers.py's, the telling of the format sniffing.py's, the reading of its
 lines and records the other modules'.
 """
