@@ -46,7 +46,8 @@ from sinks.text import printable
 from stream.model.events import BadRecord, WatchEvent
 from stream.model.messages import Level
 from stream.model.times import now_seconds
-from stream.sources.logs import (
+from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
+from stream.sources.recorded import (
     DEFAULT_NAMESPACE,
     MAX_RECORD,
     LogSource,
@@ -56,7 +57,6 @@ from stream.sources.logs import (
     open_log,
     read_log,
 )
-from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
 

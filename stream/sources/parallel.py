@@ -30,7 +30,7 @@ import msgspec
 from stream.model.decode import FAST_ERRORS, read_event
 from stream.model.events import BadRecord, ReducedPod, WatchEvent, pod_key
 from stream.model.objects import Pod
-from stream.sources.logs import JsonRecords, LogSource, Oversized, line_end, line_ranges
+from stream.sources.recorded import JsonRecords, LogSource, Oversized, line_end, line_ranges
 
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
 AUTO_MIN_BYTES = 32 << 20  # below this, starting workers costs more than it saves
