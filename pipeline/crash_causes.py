@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection
 
 import msgspec
 
-from pipeline.causes import Cause, classify
+from pipeline.causes import Cause
 from pipeline.crashloop import Crash
 from pipeline.findings import CERTAIN_CRASH, Finding
 from pipeline.outputs import ExplainWanted
@@ -66,6 +66,8 @@ class CrashCauses:
         view = self.pods.get(key)
         if view is None or view.uid != output.uid:
             return None
+        from pipeline.causes.scan import classify  # the catalog loads on first use (see pipeline.causes)
+
         cause = classify(output.text.splitlines())
         crash_key = (output.uid, output.container, output.finished_at)
         self.causes[key] = (crash_key, cause)
