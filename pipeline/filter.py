@@ -107,9 +107,13 @@ def _intern_key(key: ComponentKey) -> ComponentKey:
 class EventFilter:
     """Keeps the last view of each object it let through, in the pipeline's one `ViewStore`."""
 
-    def __init__(self, store: ViewStore | None = None, backends: Sequence[Backend] = ()) -> None:
+    def __init__(
+        self, store: ViewStore | None = None, backends: Sequence[Backend] = (), explains: bool = False
+    ) -> None:
         """`backends`: the workload backends over the same store, which say whether a change of a Pod's
-        group alone can change anything (pipeline.backends); without them every such change is passed on."""
+        group alone can change anything (pipeline.backends); without them every such change is passed on.
+        `explains`: a Pod's new crash is passed on, for its output to be asked for."""
+        self.explains = explains
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
         self._others = self.store.by_type
@@ -213,16 +217,23 @@ class EventFilter:
             and old.component == view.component
             and old.finding == view.finding
             and old.uid == view.uid
-            and old.crash == view.crash
         ):
             # readiness and restarts matter only to a Pod whose crash-loop verdict is held
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
-            # and to a LeaderWorkerSet group's Pods as the group's state says
+            # and to a LeaderWorkerSet group's Pods as the group's state says; a new crash only where its
+            # output is asked for (pipeline.crash_causes), but the store keeps it: an output that comes
+            # back (a replay's record) is weighed against the crash the Pod shows
             if old.claim == view.claim:
                 if key not in self._held or (
                     old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
                 ):
-                    return None
+                    if old.crash == view.crash:
+                        return None
+                    if not self.explains:
+                        self._pods[key] = msgspec.structs.replace(
+                            view, namespace=old.namespace, labels=old.labels, component=old.component
+                        )
+                        return None
             elif key not in self._held and self._quiet_flip(old, view):
                 # kept (whoever reads the group's readiness later reads it here), not passed on
                 self._pods[key] = msgspec.structs.replace(

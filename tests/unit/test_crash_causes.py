@@ -166,3 +166,14 @@ def test_a_backends_pod_is_left_to_its_rule() -> None:
     )
     pipeline.feed([event("ADDED", leader, at(1))])
     assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1), name="g-worker-0-0")])) == []
+
+
+def test_a_replay_asks_for_nothing_yet_an_output_its_record_holds_fails_the_first_crash_as_live() -> None:
+    """A replay's pipeline asks for no output (its record holds the outputs the live run read): a crash alone
+    changes nothing it reports, but the store keeps it, so an output that comes back is weighed against it."""
+    pipeline = Pipeline(recovery_window=60)
+    pipeline.feed([event("ADDED", dgd(), at(0)), event("ADDED", dcd("g-worker"), at(0))])
+    crashed = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
+    assert of(ExplainWanted, crashed) == [] and of(ComponentChange, crashed) == []
+    (change,) = of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))]))
+    assert change.finding is not None and change.finding.diagnosis == "certain_crash"
