@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection
 import msgspec
 
 from pipeline.causes import Cause
+from pipeline.causes.unknown import UNKNOWN_KIND
 from pipeline.crashloop import Crash
 from pipeline.findings import CERTAIN_CRASH, Finding
 from pipeline.outputs import ExplainWanted
@@ -95,8 +96,8 @@ class CrashCauses:
             return finding
         (uid, container, _), cause = entry
         view = self.pods.get(key)
-        if view is None or view.uid != uid or container != finding.container:
-            return finding
+        if view is None or view.uid != uid or container != finding.container or cause.kind == UNKNOWN_KIND:
+            return finding  # an output that names no cause adds nothing to the finding's words
         return msgspec.structs.replace(finding, cause=cause)
 
     def forget(self, key: ObjectKey, new: PodView | None) -> None:

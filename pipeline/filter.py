@@ -230,9 +230,11 @@ class EventFilter:
                     if old.crash == view.crash:
                         return None
                     if not self.explains:
-                        self._pods[key] = msgspec.structs.replace(
-                            view, namespace=old.namespace, labels=old.labels, component=old.component
-                        )
+                        if view.labels is not old.labels:  # a worker's view: it holds its own copies
+                            view = msgspec.structs.replace(
+                                view, namespace=old.namespace, labels=old.labels, component=old.component
+                            )
+                        self._pods[key] = view
                         return None
             elif key not in self._held and self._quiet_flip(old, view):
                 # kept (whoever reads the group's readiness later reads it here), not passed on
