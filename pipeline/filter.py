@@ -112,7 +112,8 @@ class EventFilter:
     ) -> None:
         """`backends`: the workload backends over the same store, which say whether a change of a Pod's
         group alone can change anything (pipeline.backends); without them every such change is passed on.
-        `explains`: a Pod's new crash is passed on, for its output to be asked for."""
+        `explains`: a Pod's views say the crash it shows, and a new one is passed on, for its output to be
+        asked for."""
         self.explains = explains
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
@@ -163,7 +164,7 @@ class EventFilter:
         if type(obj) is Pod:
             meta = obj.metadata
             try:
-                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)), self.store.claimers)
+                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)), self.store.claimers, self.explains)
             except LabelsProblem as exc:
                 return Rejected(event.time, "Pod", meta.namespace, meta.name, str(exc))
             if self._reduced:
@@ -217,25 +218,16 @@ class EventFilter:
             and old.component == view.component
             and old.finding == view.finding
             and old.uid == view.uid
+            and old.crash == view.crash  # a new crash (where crashes are asked about) passes
         ):
             # readiness and restarts matter only to a Pod whose crash-loop verdict is held
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
-            # and to a LeaderWorkerSet group's Pods as the group's state says; a new crash only where its
-            # output is asked for (pipeline.crash_causes), but the store keeps it: an output that comes
-            # back (a replay's record) is weighed against the crash the Pod shows
+            # and to a LeaderWorkerSet group's Pods as the group's state says
             if old.claim == view.claim:
                 if key not in self._held or (
                     old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
                 ):
-                    if old.crash == view.crash:
-                        return None
-                    if not self.explains:
-                        if view.labels is not old.labels:  # a worker's view: it holds its own copies
-                            view = msgspec.structs.replace(
-                                view, namespace=old.namespace, labels=old.labels, component=old.component
-                            )
-                        self._pods[key] = view
-                        return None
+                    return None
             elif key not in self._held and self._quiet_flip(old, view):
                 # kept (whoever reads the group's readiness later reads it here), not passed on
                 self._pods[key] = msgspec.structs.replace(

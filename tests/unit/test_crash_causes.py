@@ -37,7 +37,8 @@ def worker(name: str = "w-0", *, state: str, restarts: int, ended: str = "", uid
 
 
 def crash_output(text: str, ended: str, name: str = "w-0", uid: str | None = None) -> CrashOutput:
-    return CrashOutput("ns", name, uid or f"uid-ns-{name}", "main", ended, text, time=at(1, 2))
+    """The output of the run of `name`'s container that ended at `ended`, as a reader answers."""
+    return CrashOutput("ns", name, uid or f"uid-ns-{name}", "main", ended, text, at(1, 2), 0, 1, "Error")
 
 
 def started(settings: Settings | None = None) -> Pipeline:
@@ -53,7 +54,7 @@ def of(kind: type, outputs: list[Output]) -> list[Any]:
 def test_each_new_crash_is_asked_for_once_and_only_of_the_pod_that_speaks_for_its_component() -> None:
     pipeline = started()
     first = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
-    assert of(ExplainWanted, first) == [ExplainWanted(at(1), "ns", "w-0", "uid-ns-w-0", "main", at(1))]
+    assert of(ExplainWanted, first) == [ExplainWanted(at(1), "ns", "w-0", "uid-ns-w-0", "main", at(1), 0, 1, "Error")]
     # the same crash, the container now waiting in backoff: not asked again
     assert (
         of(
@@ -145,12 +146,14 @@ def test_with_fail_fast_off_a_certain_cause_waits_for_the_crash_loop_and_is_name
     assert change.finding is not None and change.finding.cause is not None and change.finding.diagnosis == ""
 
 
-def test_an_output_of_a_pod_replaced_since_or_of_a_crash_it_no_longer_shows_fails_nothing() -> None:
+def test_an_output_of_a_pod_replaced_since_or_ready_again_fails_nothing() -> None:
     pipeline = started()
     pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
     assert pipeline.feed([crash_output(GATED, at(1), uid="another")]) == []
-    # the output of an older run: named, but not failed at once
-    assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(0, 30))])) == []
+    # Ready again by the time the output comes: named, but not failed (nothing would release it)
+    ready = pod("w-0", containers=[container(state="running", restarts=1, last_exit=1)], ready=True)
+    pipeline.feed([event("MODIFIED", ready, at(1, 1))])
+    assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))])) == []
 
 
 def test_a_backends_pod_is_left_to_its_rule() -> None:
@@ -170,10 +173,11 @@ def test_a_backends_pod_is_left_to_its_rule() -> None:
 
 def test_a_replay_asks_for_nothing_yet_an_output_its_record_holds_fails_the_first_crash_as_live() -> None:
     """A replay's pipeline asks for no output (its record holds the outputs the live run read): a crash alone
-    changes nothing it reports, but the store keeps it, so an output that comes back is weighed against it."""
+    changes nothing it reports, and the output it holds fails the first crash as it did live."""
     pipeline = Pipeline(recovery_window=60)
     pipeline.feed([event("ADDED", dgd(), at(0)), event("ADDED", dcd("g-worker"), at(0))])
     crashed = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
     assert of(ExplainWanted, crashed) == [] and of(ComponentChange, crashed) == []
     (change,) = of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))]))
     assert change.finding is not None and change.finding.diagnosis == "certain_crash"
+    assert (change.finding.restarts, change.finding.exit_code) == (0, 1)
