@@ -124,8 +124,8 @@ async def read_tail(
                 if len(data) < limit:
                     return Tail(data, True)
                 came = data.count(b"\n")  # whole lines in the limit: half as many should end within it
-                fewer = min(lines, came) // 2 if came else lines // 8
-                if fewer < 1:
+                fewer = max(1, min(lines, came) // 2) if came else lines // 8
+                if fewer < 1 or fewer >= lines:  # one line alone fills the limit
                     break
                 lines = fewer
                 query["tailLines"] = str(lines)
