@@ -45,7 +45,7 @@ Tap = Callable[[bytes], None]
 class ReadSettings:
     lines: int = 5000  # of the end of a run's output, at most
     limit: int = 512 << 10  # bytes of it, at most
-    timeout: float = 10.0  # seconds a read may take, its requests together
+    timeout: float = 10.0  # seconds a read may take, its requests (the Pod twice, its log) together
     in_flight: int = 2  # reads at once
     rate: float = 1.0  # reads started a second, on average
     burst: int = 5  # reads started at once after a quiet spell
@@ -177,9 +177,20 @@ class CrashOutputReader:
             self._idle.set()
 
     async def read(self, wanted: Wanted) -> CrashOutput | None:
-        """One crash's output, or None: skipped, failed (warned of), or not allowed (said once)."""
+        """One crash's output, or None: skipped, failed (warned of), or not allowed (said once). Its
+        requests together take at most the timeout."""
         if self.refused:
             return None
+        timeout = self.settings.timeout
+        try:
+            with anyio.fail_after(timeout):
+                return await self._read(wanted)
+        except TimeoutError:
+            where = f"container {wanted.container} of Pod {wanted.namespace}/{wanted.pod}"
+            self._failed(f"reading the output of {where}: no whole answer within {timeout:g}s")
+            return None
+
+    async def _read(self, wanted: Wanted) -> CrashOutput | None:
         settings = self.settings
         namespace, pod, container = wanted.namespace, wanted.pod, wanted.container
         try:
