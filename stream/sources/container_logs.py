@@ -33,6 +33,13 @@ _CHUNK = 1 << 16
 _read_pod = msgspec.json.Decoder(Pod).decode
 
 
+class _Placement(msgspec.Struct):
+    node_name: str = msgspec.field(default="", name="nodeName")
+
+
+_read_placement = msgspec.json.Decoder(_Placement).decode
+
+
 class Body(Protocol):
     """A response body read as it comes (aiohttp's StreamReader)."""
 
@@ -76,6 +83,15 @@ async def get_pod(client: LogClient, namespace: str, pod: str, timeout: float) -
         return _read_pod(response.body)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def scheduled(pod: Pod) -> bool:
+    """Whether a node runs the Pod (`spec.nodeName`): one that no node took has no kubelet and so no output,
+    and the API server answers its log with nothing at all, which is no run's output."""
+    try:
+        return bool(_read_placement(pod.spec).node_name)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return False
 
 
 def container_status(pod: Pod, container: str) -> ContainerStatus | None:

@@ -2,8 +2,9 @@
 read from the kubelet and handed back as a `CrashOutput` event, from which the core reads why it crashed.
 
 What is read: the run of the container that ended at `finished_at`, in the Pod of that uid. The Pod is read
-first: one recreated under the name (another uid), gone, or whose container has moved past that run
-(kubelet keeps a container's current and previous instances only) is skipped. The run is asked for as the
+first: one recreated under the name (another uid), gone, on no node (no kubelet holds an output of it), or
+whose container has moved past that run (kubelet keeps a container's current and previous instances only)
+is skipped. The run is asked for as the
 plain log while the container is itself terminated in it, and as `previous=true` when it is the last
 terminated state of a container that runs or waits again (stream.sources.container_logs). The Pod is read
 again after the log: a run that moved meanwhile (the container restarted, or crashed again) may have been
@@ -35,7 +36,7 @@ from stream.model.events import CrashOutput
 from stream.model.messages import Logger, logger
 from stream.model.times import now_rfc3339
 from stream.sources.client import ApiError, TokenBucket
-from stream.sources.container_logs import LogClient, container_status, get_pod, instance, read_tail
+from stream.sources.container_logs import LogClient, container_status, get_pod, instance, read_tail, scheduled
 
 Emit = Callable[[list[CrashOutput]], Awaitable[None]]
 Tap = Callable[[bytes], None]
@@ -223,8 +224,8 @@ class CrashOutputReader:
         return CrashOutput(namespace, pod, wanted.uid, container, wanted.finished_at, text, self.clock())
 
     async def _where(self, wanted: Wanted) -> bool | None:
-        """Which log holds the crashed run now (`container_logs.instance`); None: skipped, the Pod gone or
-        recreated, or the run no longer kept."""
+        """Which log holds the crashed run now (`container_logs.instance`); None: skipped, the Pod gone,
+        recreated or on no node, or the run no longer kept."""
         try:
             found = await get_pod(self.client, wanted.namespace, wanted.pod, self.settings.timeout)
         except ApiError as exc:
@@ -232,7 +233,7 @@ class CrashOutputReader:
                 raise
             found = None
         status = None
-        if found is not None and found.metadata.uid == wanted.uid:
+        if found is not None and found.metadata.uid == wanted.uid and scheduled(found):
             status = container_status(found, wanted.container)
         where = instance(status, wanted.finished_at) if status is not None else None
         if where is None:

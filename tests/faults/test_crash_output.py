@@ -24,9 +24,9 @@ GATED = b"INFO loading meta-llama/Llama-3.1-8B-Instruct\nOSError: You are trying
 
 
 def worker(name: str = "w-0", *, state: str, ended: str = ENDED, last_ended: str | None = None) -> dict[str, Any]:
-    """A worker Pod whose container `main` is `terminated` in the run that ended at `ended`, or runs (or
-    waits in a backoff) again after it, that run being its last terminated state (ended at `last_ended`,
-    `ended` by default)."""
+    """A worker Pod on a node whose container `main` is `terminated` in the run that ended at `ended`, or
+    runs (or waits in a backoff) again after it, that run being its last terminated state (ended at
+    `last_ended`, `ended` by default)."""
     if state == "terminated":
         status = {"state": {"terminated": {"exitCode": 1, "finishedAt": ended}}, "restartCount": 0}
         if last_ended is not None:
@@ -35,7 +35,7 @@ def worker(name: str = "w-0", *, state: str, ended: str = ENDED, last_ended: str
         now = {"running": {}} if state == "running" else {"waiting": {"reason": "CrashLoopBackOff"}}
         last = {"terminated": {"exitCode": 1, "finishedAt": last_ended or ended}}
         status = {"state": now, "lastState": last, "restartCount": 1}
-    return pod(name, phase="Running", containerStatuses=[{"name": "main", **status}])
+    return {**pod(name, phase="Running", containerStatuses=[{"name": "main", **status}]), "spec": {"nodeName": "n"}}
 
 
 def wanted(name: str = "w-0", ended: str = ENDED) -> Wanted:
@@ -99,15 +99,21 @@ async def test_a_run_before_the_current_instance_is_read_as_previous(
     assert logs(api)[0].query["previous"] == "true"
 
 
-async def test_a_pod_recreated_under_its_name_or_gone_is_skipped_unread(api: FakeApi, client: KubeClient) -> None:
+async def test_a_pod_recreated_under_its_name_gone_or_on_no_node_is_skipped_unread(
+    api: FakeApi, client: KubeClient
+) -> None:
     recreated = worker(state="terminated")
     recreated["metadata"]["uid"] = "uid-of-another"
     api.put("pods", recreated)
     api.put_log("ns", "w-0", "main", GATED)
+    unscheduled = worker("w-1", state="terminated")
+    del unscheduled["spec"]  # no kubelet: the API server would answer its log with nothing at all
+    api.put("pods", unscheduled)
     read = reader(client)
     assert await read.read(wanted()) is None
     assert await read.read(wanted("gone")) is None
-    assert logs(api) == [] and read.stats.skipped == 2
+    assert await read.read(wanted("w-1")) is None
+    assert logs(api) == [] and read.stats.skipped == 3
 
 
 async def test_a_run_kubelet_no_longer_keeps_is_skipped_unread(api: FakeApi, client: KubeClient) -> None:

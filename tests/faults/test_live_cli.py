@@ -358,13 +358,14 @@ CORPUS = Path(__file__).resolve().parents[1] / "data" / "crashlogs"
 
 
 def crashed_once(name: str = "p-0") -> dict[str, object]:
-    """A worker Pod whose container exited 1 once (terminated, not restarted yet): no crash loop."""
+    """A worker Pod on a node whose container exited 1 once (terminated, not restarted yet): no crash loop."""
     container = {
         "name": "main",
         "restartCount": 0,
         "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": CRASH_ENDED}},
     }
-    return pod(name, phase="Running", conditions=[{"type": "Ready", "status": "False"}], containerStatuses=[container])
+    ready = [{"type": "Ready", "status": "False"}]
+    return {**pod(name, phase="Running", conditions=ready, containerStatuses=[container]), "spec": {"nodeName": "n"}}
 
 
 def dgd_stalled(fake: ServedFake) -> str | None:
