@@ -19,6 +19,10 @@ the Lease (crashwatch.leader) writes status. When a replica gains the lease, eve
 again from what it observes (the pipeline is synced once more); on stop, once its writes are finished,
 the leader releases the lease.
 
+Each command but with `--read-causes=false` also reads the output of each new crash the pipeline asks
+about (stream.sources.crash_output, paced and bounded) and feeds it back in with the watch events, so the
+core names why a container crashed; `record` writes it into its log in that place, for `replay`.
+
 `--shard-index`/`--shard-count` and `--namespace-selector` (run, tail, record) keep some namespaces only
 (stream.model.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
 drops the objects of other namespaces right after decoding them. A shard leads on a Lease of its own.

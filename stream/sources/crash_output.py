@@ -70,7 +70,7 @@ class ReadStats:
 
     def __init__(self) -> None:
         self.read = 0  # outputs handed on
-        self.skipped = 0  # crashes whose run was no longer there (a Pod gone or recreated, kubelet moved on)
+        self.skipped = 0  # crashes with no run to read (a Pod gone, recreated or on no node; kubelet moved on)
         self.failed = 0  # reads that failed (warned of, at most one a minute)
         self.dropped = 0  # wanted reads dropped from a full queue
         self.replaced = 0  # wanted reads replaced in the queue by a newer one of their Pod
