@@ -82,7 +82,8 @@ the crash-looping Pods), and a Warning in each other diagnosis's
 words (ComponentImagePullFailing ...) with Normal ComponentRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
-get/patch on their status subresources, and create/patch on events.k8s.io events.
+get/patch on their status subresources, create/patch on events.k8s.io events, and get on pods and
+pods/log for why a container crashed (--read-causes).
 
 exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
 to list/watch, 78 no usable kubeconfig, --http-address or --admission-address, 130 stopped by Ctrl-C.
@@ -407,7 +408,7 @@ def _events_options(parser: argparse.ArgumentParser) -> None:
         "--event-logs",
         action="store_true",
         help="add the crashed container's last 10 lines (within the Event's 1KiB note) to a DCD's Warning Event; "
-        "needs get on pods and pods/log (k8s/event-logs); logs never go into status "
+        "needs get on pods and pods/log (k8s/watcher grants it); logs never go into status "
         "(default: off)",
     )
 
@@ -608,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
     )
     _shard_options(run)
+    _read_causes(run)
     _events_options(run)
     _leader_options(run)
     _admission_options(run)
@@ -622,6 +624,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_options(tail)
     _line_format(tail, "-o", "--output")
     _log_lines(tail)
+    _read_causes(tail)
     _shard_options(tail)
 
     record = commands.add_parser(
@@ -641,6 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the log to write ('-': stdout, and then no verdict lines)",
     )
     _line_format(record, "--format")
+    _read_causes(record)
     _shard_options(record)
 
     wait = commands.add_parser(
@@ -663,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_options(wait, serve=False)
     _line_format(wait, "-o", "--output")
     _log_lines(wait)
+    _read_causes(wait)
 
     get = commands.add_parser(
         "get",
@@ -678,6 +683,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _cluster_options(get, serve=False)
     _log_lines(get)
+    _read_causes(get)
 
     explain = commands.add_parser(
         "explain",
@@ -716,6 +722,22 @@ def _log_lines(parser: argparse.ArgumentParser) -> None:
         help="show the last N lines (at most 4KiB) of a crashed container's output under its verdict: tail "
         "under each new crash, wait on failure, get with -o wide; needs get on pods/log, else they are left out "
         "(default: 10; 0: none)",
+    )
+
+
+def _read_causes(parser: argparse.ArgumentParser) -> None:
+    """run, tail, record, wait, get: each new crash's output read for its cause, on unless turned off."""
+    parser.add_argument(
+        "--read-causes",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_bool,
+        metavar="true|false",
+        help="read the output of each new crash (at most 512KiB, its last 5000 lines; 2 reads at once, 1 a "
+        "second) and name why it crashed; a cause a restart cannot cure fails the graph at the first crash "
+        "(--fail-fast). Needs get on pods and pods/log, else said once and left out; record keeps each "
+        "output read (default: true)",
     )
 
 
@@ -965,6 +987,7 @@ def _live(
             recovery_window=args.recovery_window,
             diagnoses=_diagnoses(args),
             log_lines=getattr(args, "log_lines", 0) if args.command != "get" or args.format == "wide" else 0,
+            read_causes=getattr(args, "read_causes", False),
             watch=watch,
             patch=patch,
             leader=leader,

@@ -19,6 +19,10 @@ the Lease (crashwatch.leader) writes status. When a replica gains the lease, eve
 again from what it observes (the pipeline is synced once more); on stop, once its writes are finished,
 the leader releases the lease.
 
+Each command but with `--read-causes=false` also reads the output of each new crash the pipeline asks
+about (stream.sources.crash_output, paced and bounded) and feeds it back in with the watch events, so the
+core names why a container crashed; `record` writes it into its log in that place, for `replay`.
+
 `--shard-index`/`--shard-count` and `--namespace-selector` (run, tail, record) keep some namespaces only
 (stream.model.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
 drops the objects of other namespaces right after decoding them. A shard leads on a Lease of its own.
@@ -52,7 +56,7 @@ from pipeline.backends import registry as backends
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
-from pipeline.outputs import Output
+from pipeline.outputs import ExplainWanted, Listed, Output
 from pipeline.pipeline import Pipeline
 from sinks.admission import AdmissionServer, AdmissionSettings, LetThrough
 from sinks.crashed_output import LogReader, print_lines_with_logs
@@ -63,11 +67,12 @@ from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
-from stream.model.events import BadRecord
+from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
 from stream.model.messages import Level, Logger
 from stream.model.shards import NamespaceFilter
 from stream.model.times import now_rfc3339
 from stream.sources.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.sources.crash_output import CrashOutputReader, Wanted
 from stream.sources.namespaces import SelectedNamespaces
 from stream.sources.record import Recorder
 from stream.sources.reflector import Fatal, Reflector, WatchSettings
@@ -82,6 +87,8 @@ from stream.sources.resources import (
 )
 
 BUFFER = 64
+# get: how long its snapshot waits for the outputs of the crashes it listed (their causes may fail a graph)
+SNAPSHOT_CAUSES_WAIT = 10.0
 
 
 @dataclass
@@ -109,6 +116,7 @@ class LiveOptions:
     log_format: LogFormat = "text"  # stderr: crashwatch.stderr_log
     log_level: Level = "info"
     log_lines: int = 0  # tail, wait, get -o wide: the crashed container's last lines (0: none; sinks.crashed_output)
+    read_causes: bool = True  # each new crash's output read for its cause (stream.sources.crash_output)
 
 
 class _Stop(Exception):
@@ -311,7 +319,7 @@ async def _watch(
     names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
     log(f"watching {names} in {where} at {client.server} ({client.source})")
     wiring = _Wiring(client, options, spec, out, log, life, metrics)
-    judge = _judge(options, spec, scopes, where, out, log, life, wiring.reader)
+    judge = _judge(options, spec, scopes, where, out, log, life, wiring.reader, wiring.crash_reader is not None)
     code = exitcodes.OK
     try:
         async with anyio.create_task_group() as tg:
@@ -323,6 +331,7 @@ async def _watch(
                 tunables=options.tunables,
                 recovery_window=options.recovery_window,
                 diagnoses=options.diagnoses,
+                explains=wiring.crash_reader is not None,  # asked only of a reader that answers
             )
 
             def report(problem: BadRecord | Rejected) -> bool:
@@ -429,6 +438,14 @@ class _Wiring:
                 log=lambda m: log(m, "warning"),
             )
         self.send_events, self.receive_events = anyio.create_memory_object_stream[Events](BUFFER)
+        self.crash_reader: CrashOutputReader | None = None
+        if options.read_causes and spec.explains:
+            self.crash_reader = CrashOutputReader(
+                client,
+                self._send_crash_outputs,
+                log=log,
+                tap=self.recorder.write if self.recorder is not None else None,
+            )
         self.patcher: StatusPatcher | None = None
         self.started = time.monotonic()
 
@@ -457,7 +474,49 @@ class _Wiring:
             tg.start_soon(judge.run, sink())
         if self.metrics is not None:
             tg.start_soon(metrics_sink, sink(), self.metrics)
+        if self.crash_reader is not None:
+            tg.start_soon(self.crash_reader.run)
+            tg.start_soon(self._wanted_reads, sink(), tg)
         return sinks
+
+    async def _wanted_reads(self, receive: MemoryObjectReceiveStream[list[Output]], tg: TaskGroup) -> None:
+        """The crashes the pipeline asks about, to the reader; and, for `get`, its snapshot held back until
+        the crashes it listed were read (at most SNAPSHOT_CAUSES_WAIT): the pipeline syncs again then, and
+        the table prints at that second end of the list (`GraphTable.prints_at`)."""
+        reader = self.crash_reader
+        assert reader is not None
+        settle = self.spec.judge == "get"
+        async with receive:
+            async for batch in receive:
+                for item in batch:
+                    if type(item) is ExplainWanted:
+                        reader.want(
+                            Wanted(
+                                item.namespace,
+                                item.pod,
+                                item.uid,
+                                item.container,
+                                item.finished_at,
+                                item.restarts,
+                                item.exit_code,
+                                item.reason,
+                            )
+                        )
+                    elif type(item) is Listed and settle:
+                        settle = False
+                        tg.start_soon(self._sync_when_read, reader)
+
+    async def _sync_when_read(self, reader: CrashOutputReader) -> None:
+        with anyio.move_on_after(SNAPSHOT_CAUSES_WAIT):
+            await reader.settled()
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.send_events.send([Synced(now_rfc3339())])
+
+    async def _send_crash_outputs(self, outputs: list[CrashOutput]) -> None:
+        """Into the events the pipeline reads, as long as the watches run (after, it would read none)."""
+        batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord] = [*outputs]
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.send_events.send(batch)
 
     def _start_writers(self, tg: TaskGroup, sink: Callable[[], MemoryObjectReceiveStream[list[Output]]]) -> None:
         """The status patcher and, with --events, the Event recorder; a gained lease decides again."""
@@ -508,6 +567,19 @@ class _Wiring:
         if self.metrics is not None:
             self.metrics.count(reflectors, self.patcher.stats if self.patcher is not None else None)
         listed = self._on_listed(reflectors, selection)
+        try:
+            await self._run_watches(reflectors, selection, listed, deadline)
+        finally:  # what the reader would hand on now, no pipeline reads
+            if self.crash_reader is not None:
+                self.crash_reader.stop()
+
+    async def _run_watches(
+        self,
+        reflectors: list[Reflector],
+        selection: SelectedNamespaces | None,
+        listed: Callable[[], Awaitable[None]],
+        deadline: float,
+    ) -> None:
         async with self.send_events, anyio.create_task_group() as watches:
             watches.cancel_scope.deadline = deadline
             self.life.stop_watches = watches.cancel_scope.cancel
@@ -583,6 +655,7 @@ def _judge(
     log: Logger,
     life: _Lifecycle,
     reader: LogReader | None = None,
+    reads_causes: bool = False,
 ) -> GraphWaiter | GraphTable | None:
     """The sink that decides `wait`'s exit or prints `get`'s snapshot; it stops the watches when done."""
 
@@ -603,7 +676,9 @@ def _judge(
         view: Literal["table", "wide", "json"] = (
             "json" if options.output == "json" else "wide" if options.output == "wide" else "table"
         )
-        return GraphTable(targets, view, options.all_namespaces, out, log, stop, logs=reader)
+        # with causes read, the pipeline syncs again once the crashes listed were read (_Wiring._wanted_reads)
+        prints_at = 2 if reads_causes else 1
+        return GraphTable(targets, view, options.all_namespaces, out, log, stop, logs=reader, prints_at=prints_at)
     return None
 
 

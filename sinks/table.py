@@ -1,7 +1,8 @@
 """The sink of `crashwatch get`: one snapshot of the graphs, as a table like `kubectl get` prints, or JSON.
 
-It waits for the end of the first list (`Listed`), prints what the pipeline says of every graph then,
-and asks for the watches to stop: a snapshot, not a stream.
+It waits for the end of the first list (`Listed`; or of the second, when the crashed runs' outputs are read
+for their causes first: crashwatch.live), prints what the pipeline says of every graph then, and asks for
+the watches to stop: a snapshot, not a stream.
 """
 
 from __future__ import annotations
@@ -67,10 +68,14 @@ class GraphTable:
         log: Callable[[str], None],
         stop: Callable[[], None],
         logs: LogReader | None = None,
+        prints_at: int = 1,
     ) -> None:
         """`targets` None shows every graph in scope; `namespaces` adds the NAMESPACE column (`-A`); `logs`
-        (with `-o wide`) adds the crashed containers' last lines under the table."""
+        (with `-o wide`) adds the crashed containers' last lines under the table; `prints_at` is the end of
+        the list (`Listed`) to print at: the second when the pipeline syncs again once the outputs of the
+        crashes listed were read, for their causes."""
         self.logs = logs
+        self.prints_at = prints_at
         self.targets = targets
         self.output = output
         self.namespaces = namespaces
@@ -89,6 +94,9 @@ class GraphTable:
                     if isinstance(item, GraphReadiness):
                         self._graphs[(item.namespace, item.graph)] = item
                     elif isinstance(item, Listed):
+                        self.prints_at -= 1
+                        if self.prints_at > 0:
+                            continue
                         shown = self._print()
                         if self.output == "wide" and self.logs is not None:
                             await self._last_lines(shown)

@@ -3,7 +3,9 @@
 It keeps objects per resource with a global resourceVersion and a history of changes, and serves LIST
 (with limit/continue), WATCH (from a resourceVersion, with bookmarks on request, 410 for a compacted
 one), GET and merge-PATCH of the status subresource with resourceVersion preconditions, as the real API
-server does. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
+server does, and a Pod's log (pods/log) as kubelet serves it through the API server: the current or the
+previous instance of a container by its status, `tailLines`, then `limitBytes` counted from the first of
+those lines. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
 malformed line, a stream that goes silent, an ERROR event with 410. Every request is logged, with the
 time it came, for the tests to assert on.
 """
@@ -40,7 +42,8 @@ class Fault:
     "garbage" (a watch that sends `after` events then a malformed line), "silent" (a watch that sends
     `after` events then nothing, connection open), "gone" (a watch that sends an ERROR 410 event),
     "delay" (answer normally after `seconds`), "endless" (a watch that sends `after` events then one line
-    that never ends, 64 KiB at a time, until the client goes or the server stops).
+    that never ends, 64 KiB at a time, until the client goes or the server stops; a log that sends a line
+    every `seconds` and never ends).
     """
 
     kind: str
@@ -66,7 +69,11 @@ class FakeApi:
         self.history: dict[str, list[tuple[int, str, dict[str, Any]]]] = {p: [] for _, p in RESOURCES}
         self.compacted = 0  # watches from before this resourceVersion get 410
         self.endless_bytes = 0  # how much of an endless line ("endless" fault) was sent
-        self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get"
+        self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get", "log"
+        # a container's output per instance: (namespace, pod, container, previous) -> bytes
+        self.logs: dict[tuple[str, str, str, bool], bytes] = {}
+        self.logs_in_flight = 0  # log requests being answered now, and the most at once
+        self.most_logs_in_flight = 0
         self.requests: list[Request] = []
         self.serve_dynamo = True
         self.dynamo_versions: tuple[str, ...] = ("v1beta1",)
@@ -103,6 +110,10 @@ class FakeApi:
         obj["metadata"]["resourceVersion"] = self._next()
         self.history[plural].append((self.version, "DELETED", obj))
         self._notify()
+
+    def put_log(self, namespace: str, pod: str, container: str, data: bytes, previous: bool = False) -> None:
+        """What the container's current instance printed (`previous`: the instance before it)."""
+        self.logs[(namespace, pod, container, previous)] = data
 
     def compact(self) -> None:
         """Forget the history: watches from an older resourceVersion now get 410 Gone."""
@@ -203,6 +214,13 @@ class FakeApi:
         if (group, plural) not in RESOURCES:  # as the API server: 404 for what it does not serve (discovery too)
             return _status(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
+        if plural == "pods" and rest[2:] == ["log"] and request.method == "GET":
+            self.logs_in_flight += 1
+            self.most_logs_in_flight = max(self.most_logs_in_flight, self.logs_in_flight)
+            try:
+                return await self._log(request, namespace or "", name or "")
+            finally:
+                self.logs_in_flight -= 1
         if request.method == "GET" and name is None:
             if request.query.get("watch") == "1":
                 return await self._watch(request, plural, namespace)
@@ -355,6 +373,55 @@ class FakeApi:
             return _status(404, "NotFound", f"{plural} {name} not found")
         return web.json_response(obj)
 
+    async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """A container's log, as kubelet picks the instance (validateContainerLogStatus): `previous` is the
+        last terminated one; the plain log is the current one when it runs or is terminated, the last
+        terminated one while it waits; a container waiting with none has no log (400)."""
+        fault = self._take_fault("log")
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Forbidden" if fault.status == 403 else "Fault", "injected", fault.headers)
+        if fault is not None and fault.kind == "delay" and await self._pause(fault.seconds):
+            return self._shutting_down()
+        pod = self.objects["pods"].get((namespace, name))
+        if pod is None:
+            return _status(404, "NotFound", f"pods {name} not found")
+        container = request.query.get("container", "")
+        status = pod.get("status") or {}
+        found = [c for key in ("containerStatuses", "initContainerStatuses") for c in status.get(key) or []]
+        state = next((c for c in found if c.get("name") == container), None)
+        if state is None:
+            return _status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        now, last = state.get("state") or {}, (state.get("lastState") or {}).get("terminated")
+        if request.query.get("previous") == "true":
+            if last is None:
+                return _status(400, "BadRequest", f'previous terminated container "{container}" not found')
+            previous = True
+        elif "running" in now or "terminated" in now:
+            previous = False
+        elif last is not None:
+            previous = True
+        else:
+            return _status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start')
+        if fault is not None and fault.kind == "endless":
+            return await self._endless_log(request, fault.seconds or 0.05)
+        data = self.logs.get((namespace, name, container, previous), b"")
+        data = _tail(data, int(request.query.get("tailLines", -1)))
+        limit = int(request.query.get("limitBytes", "0") or 0)
+        if limit > 0:
+            data = data[:limit]
+        return web.Response(body=data, content_type="text/plain")
+
+    async def _endless_log(self, request: web.Request, every: float) -> web.StreamResponse:
+        """A log that never ends: a line every `every` seconds, until the client goes or the server stops."""
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        try:
+            while not await self._pause(every):
+                await response.write(b"still loading\n")
+        except (ConnectionError, RuntimeError):  # the client has gone
+            pass
+        return response
+
     async def _patch(self, plural: str, namespace: str, name: str, body: Any) -> web.StreamResponse:
         fault = self._take_fault("patch")
         if fault is not None and fault.kind == "delay":
@@ -395,6 +462,18 @@ class FakeApi:
                 return _status(409, "Conflict", "the object has been modified")
         body["metadata"]["namespace"] = namespace
         return web.json_response(self.put(plural, body), status=201 if method == "POST" else 200)
+
+
+def _tail(data: bytes, count: int) -> bytes:
+    """The last `count` lines of `data` (a last line without its newline counts), as kubelet's tail."""
+    if count < 0:
+        return data
+    start = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(count):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:
+            return data
+    return data[start + 1 :]
 
 
 def _status(code: int, reason: str, message: str, headers: dict[str, str] | None = None) -> web.Response:

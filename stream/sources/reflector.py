@@ -33,6 +33,7 @@ from typing import Any, NoReturn
 import anyio
 import msgspec
 
+from stream.model.crash_record import CRASH_OUTPUT
 from stream.model.decode import RecordProblem, decode_json, read_event
 from stream.model.events import EventType, WatchEvent
 from stream.model.messages import logger
@@ -516,13 +517,16 @@ class Reflector:
         None when there is nothing to hand on. A line that is no JSON at all means the stream is broken."""
         try:
             readable, _ = decode_json(line)
+            event = readable[0] if readable else None
+            if event is not None and not isinstance(event, WatchEvent):  # a crash's output: a log's record
+                raise RecordProblem(f"a {CRASH_OUTPUT} record, which only a log holds")
+            return event
         except RecordProblem as problem:
             if not _is_json(line):  # not JSON: the stream itself is broken
                 raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
             self.errors += 1
             self.log(f"{self.where}: a watch event skipped: {problem}", "warning")
             return None
-        return readable[0] if readable else None
 
     async def _hand_on_lines(self, lines: list[bytes]) -> bool:
         time = self.clock()

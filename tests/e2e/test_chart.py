@@ -125,25 +125,28 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> N
     assert "Role" not in kinds(docs) and "RoleBinding" not in kinds(docs)
     assert ["namespaces"] in [rule["resources"] for rule in one(docs, "ClusterRole")["rules"]]
     assert "--leader-elect" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
-    # --event-logs: the args and exactly k8s/event-logs' grant with them; never without Events
+    # the crashed runs' output: one grant, k8s/watcher's, for the causes (readCauses) and --event-logs alike
+    (logs,) = [rule for rule in watcher_manifest("clusterrole.yaml")["rules"] if "pods/log" in rule["resources"]]
     docs = helm.template("--set", "eventLogs=true")
-    event_logs = yaml.safe_load((ROOT / "k8s" / "event-logs" / "clusterrole.yaml").read_text())
-    assert event_logs["rules"][0] in one(docs, "ClusterRole")["rules"]
+    assert [rule for rule in one(docs, "ClusterRole")["rules"] if "pods/log" in rule["resources"]] == [logs]
     assert "--event-logs" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
-    docs = helm.template("--set", "eventLogs=true", "--set", "events=false")
+    docs = helm.template("--set", "readCauses=false", "--set", "eventLogs=true")
+    assert [rule for rule in one(docs, "ClusterRole")["rules"] if "pods/log" in rule["resources"]] == [logs]
+    assert "--read-causes=false" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    # neither: no grant; --event-logs never without Events
+    docs = helm.template("--set", "readCauses=false", "--set", "eventLogs=true", "--set", "events=false")
     assert "pods/log" not in {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
     assert "--event-logs" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
 
 
 def test_with_namespaces_given_the_grants_are_roles_in_those_namespaces_alone(helm: ChartHelm) -> None:
-    docs = helm.template("--set", "namespaces={a,b}", "--set", "eventLogs=true", release="cw", namespace="ops")
+    docs = helm.template("--set", "namespaces={a,b}", release="cw", namespace="ops")
     assert "ClusterRole" not in kinds(docs) and "ClusterRoleBinding" not in kinds(docs)
     cluster_rules = watcher_manifest("clusterrole.yaml")["rules"]
     roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role" and d["metadata"].get("namespace")}
     assert sorted(roles) == ["a", "b"]
     for namespace, role in roles.items():
-        assert role["rules"][: len(cluster_rules)] == cluster_rules  # k8s/watcher's rules, here only
-        assert ["pods", "pods/log"] in [rule["resources"] for rule in role["rules"]]  # eventLogs, here only
+        assert role["rules"] == cluster_rules  # k8s/watcher's rules (the causes' get on pods/log too), here only
         (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace]
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cw-crashwatch", "namespace": "ops"}]

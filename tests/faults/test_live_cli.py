@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import threading
+import time
 import urllib.error
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli import run
-from fakeapi import FakeApi, Fault, crashing
+from fakeapi import FakeApi, Fault, crashing, pod
 from watcher import Watcher, http_get
 
 
@@ -105,7 +107,8 @@ def statuses(fake: ServedFake) -> tuple[str, str]:
 
 
 def status_writes(fake: ServedFake, plural: str = "") -> int:
-    return sum(r.method == "PATCH" and f"/{plural}" in r.path for r in fake.api.requests)
+    """PATCHes of a status (an Event's series is PATCHed too: not counted)."""
+    return sum(r.method == "PATCH" and f"/{plural}" in r.path and r.path.endswith("/status") for r in fake.api.requests)
 
 
 def test_sigterm_finishes_the_status_writes_under_way(fake: ServedFake, tmp_path: Path) -> None:
@@ -346,3 +349,120 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmHWM:"):  # the peak
             return int(line.split()[1])
     raise AssertionError("no VmHWM")
+
+
+# --- why it crashed, read live (stream.sources.crash_output) -------------------------------------------
+
+CRASH_ENDED = "2026-11-20T10:01:00Z"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "crashlogs"
+
+
+def crashed_once(name: str = "p-0") -> dict[str, object]:
+    """A worker Pod on a node whose container exited 1 once (terminated, not restarted yet): no crash loop."""
+    container = {
+        "name": "main",
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": CRASH_ENDED}},
+    }
+    ready = [{"type": "Ready", "status": "False"}]
+    return {**pod(name, phase="Running", conditions=ready, containerStatuses=[container]), "spec": {"nodeName": "n"}}
+
+
+def dgd_stalled(fake: ServedFake) -> str | None:
+    status = fake.api.objects["dynamographdeployments"][("ns", "g")].get("status") or {}
+    return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "Stalled"), None)
+
+
+def crash_with_a_certain_cause(fake: ServedFake) -> None:
+    """The first crash of a worker whose output (real vLLM output of a gated model) says a restart cannot cure it."""
+    fake.do(fake.api.put_log, "ns", "p-0", "main", (CORPUS / "vllm-model_access_denied-1.log").read_bytes())
+    fake.do(fake.api.put, "pods", crashed_once())
+
+
+def test_run_and_record_name_the_cause_at_the_first_crash_and_the_record_replays_to_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    put_graph(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    record = tmp_path / "session.jsonl"
+    with Watcher("run", "--kubeconfig", config) as w, Watcher("record", "-o", str(record), "--kubeconfig", config) as r:
+        w.wait_synced()
+        r.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_line("CRASHED")
+        r.wait_line("CRASHED")
+        w.wait_for(lambda: dgd_stalled(fake) == "ComponentCrashedCertainCause", what="the DGD failed at once")
+        assert r.stop(signal.SIGTERM) == 0
+        assert w.stop(signal.SIGTERM) == 0
+    (line,) = [line for line in w.snapshot(w.out) if "CRASHED" in line]
+    assert "cause=model_access_denied" in line
+    dgd = fake.api.objects["dynamographdeployments"][("ns", "g")]["status"]
+    assert dgd["state"] == "failed"
+    stalled = next(c for c in dgd["conditions"] if c["type"] == "Stalled")
+    assert "meta-llama/Llama-3.1-8B-Instruct" in stalled["message"]
+    # the record keeps the output the pipeline was fed, and a replay of it says what the record said live
+    records = [json.loads(raw) for raw in record.read_bytes().splitlines()]
+    assert [x["object"]["pod"] for x in records if x["type"] == "CRASH_OUTPUT"] == ["p-0"]
+    recorded = [line for line in r.snapshot(r.out) if "CRASHED" in line]
+    data = record.read_bytes()
+    for args, stdin in (([str(record), "-j", "1"], None), ([str(record), "-j", "2"], None), (["-"], data)):
+        lines = run("replay", *args, stdin=stdin)
+        assert lines.returncode == 0, lines.stderr.decode()
+        assert [x for x in lines.stdout.decode().splitlines() if "CRASHED" in x] == recorded
+        patches = run("replay", "--patches", *args, stdin=stdin)
+        assert b"ComponentCrashedCertainCause" in patches.stdout and b"ContainerCrashedCertainCause" in patches.stdout
+    assert "Traceback" not in w.stderr() + r.stderr()
+
+
+def test_without_rights_on_pods_log_it_says_so_once_and_reports_the_crash_loop_without_a_cause(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "log", *[Fault("status", status=403)] * 10)
+    with Watcher("run", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_for(lambda: "not allowed to read pods/log" in w.stderr(), what="the refusal")
+        fake.do(fake.api.put, "pods", crashing("p-1"))  # a crash loop, reported as ever
+        w.wait_line("CRASH-LOOPING")
+        assert w.stop(signal.SIGTERM) == 0
+    assert w.stderr().count("not allowed to read pods/log: causes are not read; everything else goes on") == 1
+    assert sum(r.path.endswith("/log") for r in fake.api.requests) == 1
+    assert "CRASHED" not in w.stdout()
+
+
+def test_read_causes_false_reads_no_output(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    with Watcher("tail", "--read-causes=false", "--log-lines", "0", "--kubeconfig", config) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        fake.do(fake.api.put, "pods", crashing("p-1"))
+        w.wait_line("CRASH-LOOPING")
+        assert w.stop(signal.SIGTERM) == 0
+    assert not any("/pods/" in r.path for r in fake.api.requests if r.method == "GET" and "watch" not in r.query)
+    assert "CRASHED" not in w.stdout()
+
+
+def test_get_reads_the_causes_of_the_crashes_it_lists_before_its_snapshot(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    crash_with_a_certain_cause(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    shown = run("get", "-o", "wide", "--kubeconfig", config)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "gated" in shown.stdout.decode(), shown.stdout.decode()
+    plain = run("get", "-o", "wide", "--read-causes=false", "--kubeconfig", config)
+    assert "gated" not in plain.stdout.decode()
+
+
+def test_a_stop_during_a_read_stops_within_the_grace_period(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "log", Fault("delay", seconds=120))
+    with Watcher("run", "--grace-period", "5", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_for(lambda: fake.api.logs_in_flight == 1, what="a read under way")
+        start = time.monotonic()
+        assert w.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - start < 60  # the read is ended: not the server's 120 s
+    assert "Traceback" not in w.stderr()

@@ -171,6 +171,9 @@ spec:
         {{- if not .Values.events }}
         - --events=false
         {{- end }}
+        {{- if not .Values.readCauses }}
+        - --read-causes=false
+        {{- end }}
         {{- if .Values.shards.enabled }}
         - --shard-index
         - $(SHARD_INDEX)
@@ -283,10 +286,11 @@ namespace) or each watched namespace's Role's. */}}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-{{- if .Values.eventLogs }}
+{{- end }}
+{{- /* one grant for the crashed runs' output: the causes (readCauses) and --event-logs' last lines */}}
+{{- if or .Values.readCauses (and .Values.events .Values.eventLogs) }}
 - apiGroups: [""]
   resources: ["pods", "pods/log"]
   verbs: ["get"]
-{{- end }}
 {{- end }}
 {{- end }}

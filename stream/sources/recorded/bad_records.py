@@ -1,4 +1,5 @@
-"""What a log's readers hand on (an event or a bad record), and the words of the bad records they share.
+"""What a log's readers hand on (an event, a crashed run's output, or a bad record), and the words of the
+bad records they share.
 
 Every format says "too long", "binary data", "cut short at the end" and "cannot read further" the same
 way, in one line, so these words live in one place; when to say them is left to each reader.
@@ -7,9 +8,9 @@ way, in one line, so these words live in one place; when to say them is left to 
 from __future__ import annotations
 
 from stream.model.decode import Decoded
-from stream.model.events import BadRecord, WatchEvent
+from stream.model.events import BadRecord, CrashOutput, WatchEvent
 
-LogItem = WatchEvent | BadRecord
+LogItem = WatchEvent | CrashOutput | BadRecord
 CUT_AT_END = "record is cut short (the log ends before it closes)"
 
 
