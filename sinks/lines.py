@@ -286,7 +286,7 @@ class GraphEntry(msgspec.Struct):
     components_ready: int
     components: int
     not_ready: tuple[str, ...]
-    crash_looping: tuple[CrashLoopingEntry, ...]
+    crash_looping: tuple[CrashLoopingEntry | dict[str, object], ...]  # with its cause, where one was read
 
 
 def graph_entry(graph: GraphReadiness) -> GraphEntry:
@@ -307,7 +307,15 @@ def graph_entry(graph: GraphReadiness) -> GraphEntry:
     )
 
 
-def _entry(component: str, finding: Finding) -> CrashLoopingEntry:
+def _entry(component: str, finding: Finding) -> CrashLoopingEntry | dict[str, object]:
+    """A failing component's entry, and last, where its output said why, the cause."""
+    entry = _plain_entry(component, finding)
+    if finding.cause is None:
+        return entry
+    return msgspec.structs.asdict(entry) | {"cause": cause_entry(finding.cause)}
+
+
+def _plain_entry(component: str, finding: Finding) -> CrashLoopingEntry:
     entry = CrashLoopingEntry(
         component=component,
         pod=finding.pod,

@@ -160,7 +160,7 @@ class GraphWaiter:
             )
             self.out.write(json_document(document))
         else:
-            lines = [_result_line(graph, result) for graph in graphs]
+            lines = [line for graph in graphs for line in (_result_line(graph, result), *_why(graph))]
             lines += [f"{ns}/{name}  NOT-FOUND" for ns, name in missing]
             self.out.write("".join(printable(line) + "\n" for line in lines).encode())
             self.out.write(b"".join(text_block(read) for read in last))
@@ -169,6 +169,18 @@ class GraphWaiter:
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._started
+
+
+def _why(graph: GraphReadiness) -> list[str]:
+    """Under a failed graph's line, first thing, why each failing component's container crashed, where its
+    output said, and what fixes it."""
+    lines = []
+    for looping in graph.crash_looping:
+        cause = looping.finding.cause
+        if cause is not None and graph.verdict == "failed":
+            lines.append(f"  why: {looping.component}: {cause.words()} ({cause.kind})")
+            lines.append(f"  fix: {cause.hint}")
+    return lines
 
 
 def _result_line(graph: GraphReadiness, result: Result) -> str:
