@@ -51,7 +51,8 @@ import msgspec
 
 from stream.model.messages import About, logger
 from stream.model.times import now_micro
-from stream.sources.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
+from stream.sources.client import ApiError, Backoff, KubeClient
+from stream.sources.kubeconfig import SERVICE_ACCOUNT
 
 Log = Callable[[str], None]
 JITTER = 0.2  # a candidate's pause between tries: the retry period times 1 to 1 + JITTER
