@@ -273,7 +273,8 @@ def test_record_into_a_folder_that_does_not_exist_exits_73(fake: ServedFake, tmp
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
-    assert b"usage: crashwatch" in result.stderr
+    error, see = result.stderr.decode().splitlines()  # its one line, and where the help is: no usage before it
+    assert error.startswith(f"crashwatch {args[0]}: error: ") and see == f"see 'crashwatch {args[0]} --help'"
 
 
 def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake: ServedFake, tmp_path: Path) -> None:
