@@ -16,6 +16,7 @@ import errno
 import math
 import os
 import ssl
+from collections.abc import Callable
 
 import aiohttp
 import anyio
@@ -72,8 +73,9 @@ class Reachability:
     not. Its lines go to `log`, silent until the command's first contact succeeded (before that, the
     command says the one line itself)."""
 
-    def __init__(self, server: str) -> None:
+    def __init__(self, server: str, clock: Callable[[], float] = anyio.current_time) -> None:
         self.server = server
+        self.clock = clock  # anyio's, which the waits use too
         self.answered = False  # the server answered once: a failure since is a blip, not a wrong context
         self.down_since: float | None = None  # anyio's clock: when the current outage began
         self.cause = ""  # why the last request got no answer
@@ -90,7 +92,7 @@ class Reachability:
 
     def failed(self, cause: str) -> None:
         """A request got no answer (connection refused, no such host, TLS, timed out)."""
-        now = anyio.current_time()
+        now = self.clock()
         self.cause = cause
         if self.down_since is None:
             self.down_since = self._said_at = now
@@ -106,7 +108,7 @@ class Reachability:
         first, self.answered = not self.answered, True
         if self.down_since is None:
             return
-        gone = anyio.current_time() - self.down_since
+        gone = self.clock() - self.down_since
         self.down_since = None
         self._wake()
         if not first:
@@ -117,7 +119,7 @@ class Reachability:
         while True:
             while self.down_since is None:
                 await self._change().wait()
-            with anyio.move_on_after(self.down_since + seconds - anyio.current_time()):
+            with anyio.move_on_after(self.down_since + seconds - self.clock()):
                 await self._change().wait()  # it answered again before that: wait for the next outage
                 continue
             return f"{self.unreachable}, for {_duration(seconds)}"

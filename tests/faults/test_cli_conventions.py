@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 from cli import run
-from fakeapi import Fault, ServedFake
+from fakeapi import Fault, ServedFake, crashing
+from watcher import Watcher
 
 NOPERM, CONFIG = 77, 78
 
@@ -163,3 +164,16 @@ def test_no_flag_is_taken_by_a_prefix_of_its_name(args: list[str], flag: str) ->
         result.stderr.decode()
         == f"crashwatch {args[0]}: error: unknown flag: {flag}\nsee 'crashwatch {args[0]} --help'\n"
     )
+
+
+def test_tail_prints_each_change_as_a_yaml_document(fake: ServedFake, tmp_path: Path) -> None:
+    config = str(fake.api.kubeconfig(tmp_path))
+    with Watcher("tail", "-o", "yaml", "--log-lines", "0", "--kubeconfig", config) as w:
+        w.wait_synced()
+        fake.do(fake.api.put, "pods", crashing("p-0"))
+        w.wait_line("kind: graph")
+        assert w.stop() == 0
+    documents = list(yaml.safe_load_all(w.stdout()))
+    assert [d["kind"] for d in documents] == ["component", "graph"]
+    assert documents[0]["crash_looping"] is True and documents[0]["pod"] == "p-0"
+    assert w.stdout().startswith("---\n")
