@@ -390,11 +390,7 @@ async def _resources(
                     optional.append(resource)
             except ApiError as error:  # Pods are still diagnosed; only what the object itself says is missed
                 log(f"not watching {resource.kind}s: {error}", "warning")
-    if discovering.cancelled_caught:
-        if not client.reach.answered:  # nothing ever came back: the same verdict as a refused connection
-            client.reach.failed(client.reach.cause or "no answer within --timeout")
-            log(f"{client.reach.unreachable} - is the context right?", "error")
-            return exitcodes.UNREACHABLE
+    if discovering.cancelled_caught:  # the first answer still on its way (a request never answered is unreachable)
         log(f"timed out: {client.server} did not answer in time", "error")
         return exitcodes.TIMEOUT
     resources: list[Resource] = [PODS, DEPLOYMENTS]

@@ -183,8 +183,9 @@ class GraphWaiter:
         else:
             lines = [_result_line(graph, result) for graph in graphs]
             lines += [f"{ns}/{name}  NOT-FOUND" for ns, name in missing]
-            if result == "unreachable":  # graphs named but never seen: where they stand is not known
-                lines += [f"{ns}/{name}  UNREACHABLE" for ns, name in names if (ns, name) not in self.graphs]
+            if result in ("timeout", "unreachable"):  # graphs named but never seen: where they stand is not known
+                unseen = "UNREACHABLE" if result == "unreachable" else "STILL-WAITING  not listed yet"
+                lines += [f"{ns}/{name}  {unseen}" for ns, name in names if (ns, name) not in self.graphs]
             self.out.write("".join(printable(line) + "\n" for line in lines).encode())
             self.out.write(b"".join(text_block(read) for read in last))
         self.out.flush()
