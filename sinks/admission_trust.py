@@ -221,7 +221,7 @@ class TrustCheck:
 
     def collector(self) -> Collector:
         """crashwatch_admission_trusted, for /metrics."""
-        return _Gauge(self)
+        return TrustGauge(self.name, lambda: self.trusted)
 
     async def run(self) -> None:
         """Check until cancelled, or until a 403 says this replica may not read the registration."""
@@ -311,12 +311,14 @@ class Said:
         self.log(f"the admission webhook: {words}", level, self.about)
 
 
-class _Gauge(Collector):
-    def __init__(self, check: TrustCheck) -> None:
-        self.check = check
+class TrustGauge(Collector):
+    """crashwatch_admission_trusted of the registration `name`, read at each scrape from `trusted`."""
+
+    def __init__(self, name: str, trusted: Callable[[], bool | None]) -> None:
+        self.name, self.trusted = name, trusted
 
     def collect(self) -> Iterator[Metric]:
-        trusted = self.check.trusted
+        trusted = self.trusted()
         if trusted is None:
             return
         gauge = GaugeMetricFamily(
@@ -327,5 +329,5 @@ class _Gauge(Collector):
             "Absent on a follower, before the first check, and when the registration may not be read.",
             labels=["configuration"],
         )
-        gauge.add_metric([self.check.name], float(trusted))
+        gauge.add_metric([self.name], float(trusted))
         yield gauge
