@@ -350,6 +350,15 @@ def _admission_options(parser: argparse.ArgumentParser) -> None:
         help="how long an answer may wait for the watch to bring the generation being written, before the "
         "write is let through as it is (default: 1s; keep it under the webhook's timeoutSeconds)",
     )
+    group.add_argument(
+        "--admission-configuration",
+        type=_object_name,
+        metavar="NAME",
+        help="the MutatingWebhookConfiguration that registers the webhook: read (get) at start, every minute "
+        "and when the certificate changes, by the replica that answers, to say in a warning line and "
+        "crashwatch_admission_trusted when its caBundle does not verify the certificate served, or it is missing "
+        "(default: not checked)",
+    )
 
 
 def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> AdmissionSettings | None:
@@ -358,6 +367,8 @@ def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespac
         tls = ("tls_cert_file", "tls_private_key_file", "tls_client_ca_file")
         if any(getattr(args, name, None) for name in tls):
             parser.error("--tls-cert-file, --tls-private-key-file and --tls-client-ca-file are for --admission-address")
+        if getattr(args, "admission_configuration", None):
+            parser.error("--admission-configuration is for --admission-address")
         return None
     if not args.tls_cert_file or not args.tls_private_key_file:
         parser.error("--admission-address needs --tls-cert-file and --tls-private-key-file")
@@ -365,7 +376,13 @@ def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespac
 
     host, port = address
     return AdmissionSettings(
-        host, port, args.tls_cert_file, args.tls_private_key_file, args.admission_wait, args.tls_client_ca_file
+        host,
+        port,
+        args.tls_cert_file,
+        args.tls_private_key_file,
+        args.admission_wait,
+        args.tls_client_ca_file,
+        args.admission_configuration,
     )
 
 
@@ -931,6 +948,18 @@ def _namespace_name(text: str) -> str:
     if _NAMESPACE_NAME.fullmatch(text) is None:
         raise argparse.ArgumentTypeError(
             f"not a namespace name (lower-case letters, digits and '-', at most 63): {text!r}"
+        )
+    return text
+
+
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _object_name(text: str) -> str:
+    """An object's name as Kubernetes takes most (a DNS subdomain): it goes into a request's path."""
+    if len(text) > 253 or _OBJECT_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not an object name (lower-case letters, digits, '-' and '.', at most 253): {text!r}"
         )
     return text
 

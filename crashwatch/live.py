@@ -59,7 +59,8 @@ from pipeline.filter import Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import ExplainWanted, Listed, Output
 from pipeline.pipeline import Pipeline
-from sinks.admission import AdmissionServer, AdmissionSettings, LetThrough
+from sinks.admission import PATH, AdmissionServer, AdmissionSettings, LetThrough
+from sinks.admission_trust import TrustCheck
 from sinks.crashed_output import LogReader, print_lines_with_logs
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
@@ -184,12 +185,15 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
             await client.close()
             return exitcodes.CONFIG
         metrics, admission = served
+        trust = _trust(options.admission, admission, client, metrics, life, log)
         try:
             async with anyio.create_task_group() as tg:
                 # from the start: a stop while the server is still unreachable too
                 tg.start_soon(_signals, life, options.grace_period, log)
                 if elector is not None:
                     tg.start_soon(_lead, elector, log)
+                if trust is not None:
+                    tg.start_soon(trust.run)
                 code = await _watch(client, options, out, log, life, metrics, deadline, admission)
                 if life.stopping:
                     code = life.code
@@ -264,6 +268,26 @@ async def _admission(settings: AdmissionSettings, log: Logger, stack: AsyncExitS
         return None
     log(f"serving the status admission webhook at {url}")
     return admission
+
+
+def _trust(
+    settings: AdmissionSettings | None,
+    admission: AdmissionServer | None,
+    client: KubeClient,
+    metrics: Metrics | None,
+    life: _Lifecycle,
+    log: Logger,
+) -> TrustCheck | None:
+    """With --admission-configuration, the check that the API server can call the webhook (by the replica
+    that answers), its gauge on /metrics."""
+    if admission is None or settings is None or settings.configuration is None:
+        return None
+    trust = TrustCheck(
+        client, settings.configuration, admission.tls, PATH, admission.calls, log, lambda: life.is_leader()
+    )
+    if metrics is not None:
+        metrics.registry.register(trust.collector())
+    return trust
 
 
 async def _lead(elector: LeaderElector, log: Logger) -> None:

@@ -37,7 +37,10 @@ RESOURCES = {
     ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
     ("coordination.k8s.io", "leases"): "Lease",  # leader election: GET, POST (create), PUT (update)
     ("events.k8s.io", "events"): "Event",  # Kubernetes Events: POST (create), PATCH (a series' count)
+    # the status admission webhook's registration: GET (its check, sinks.admission_trust)
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): "MutatingWebhookConfiguration",
 }
+CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}  # kept under the namespace ""
 
 
 @dataclass
@@ -100,10 +103,11 @@ class FakeApi:
         """Create or replace an object (a new resourceVersion), recorded in the watch history."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "ns")
+        if plural not in CLUSTER_SCOPED:
+            meta.setdefault("namespace", "ns")
         meta.setdefault("uid", f"uid-{meta['name']}")
         meta["resourceVersion"] = self._next()
-        key = (meta["namespace"], meta["name"])
+        key = (meta.get("namespace", ""), meta["name"])
         kind = "MODIFIED" if key in self.objects[plural] else "ADDED"
         self.objects[plural][key] = obj
         self.history[plural].append((self.version, kind, copy.deepcopy(obj)))

@@ -205,6 +205,33 @@ def test_the_admission_webhook_without_a_usable_certificate_or_port_exits_naming
     assert fake.api.requests_of("GET", "pods", watch=False) == []
 
 
+def test_run_checks_the_webhooks_registration_and_says_a_ca_bundle_that_does_not_sign_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    """The wiring of --admission-configuration: the check's line on stderr and its gauge on /metrics
+    (what it finds in each case: tests/faults/test_admission_trust.py)."""
+    import base64
+
+    from operators import webhook_certs
+
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    other = webhook_certs(())  # the CA of another render
+    config = {"url": "https://127.0.0.1:9443/admit-status", "caBundle": base64.b64encode(other.ca).decode()}
+    hook = {"metadata": {"name": "cw"}, "webhooks": [{"name": "status.crashwatch.dev", "clientConfig": config}]}
+    fake.do(fake.api.put, "mutatingwebhookconfigurations", hook)
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    admission = ("--admission-address", "127.0.0.1:0", *tls, "--admission-configuration", "cw")
+    config_args = ("--http-address", "127.0.0.1:0", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    with Watcher("run", *admission, *config_args) as w:
+        w.wait_for(lambda: "cannot verify this webhook's certificate" in w.stderr(), what="the check's line")
+        _, metrics = http_get(f"{w.served_at()}/metrics")
+        assert 'crashwatch_admission_trusted{configuration="cw"} 0.0' in metrics
+        assert w.stop() == 0
+    assert "the caBundle of MutatingWebhookConfiguration cw (webhook status.crashwatch.dev) does not sign" in w.stderr()
+    result = run("run", "--admission-configuration", "cw", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    assert result.returncode == 2 and b"--admission-configuration is for --admission-address" in result.stderr
+
+
 def test_stopped_while_the_server_cannot_be_reached_any_more(tmp_path: Path) -> None:
     """A watcher that has listed outlives its API server (it retries, and says so once); a stop still stops it."""
     served = ServedFake()
