@@ -32,7 +32,7 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
-from crashwatch.stages import Events, pipeline_stage
+from crashwatch.stages import Events, Notice, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
 from pipeline.backends.registry import claimers
 from pipeline.diagnoses import Settings
@@ -57,6 +57,7 @@ from stream.sources.recorded import (
     open_log,
     read_log,
 )
+from stream.sources.timeline import Timeline
 
 BUFFER = 16
 
@@ -107,6 +108,7 @@ class _Progress:
 class _Outcome:
     bad: int = 0
     stopped: bool = False
+    timeline: Timeline = field(default_factory=Timeline)  # what the pipeline sees of time never goes back
 
 
 def _parallel_mapping(source: LogSource, jobs: int, explicit: bool) -> mmap.mmap | None:
@@ -158,12 +160,17 @@ async def _deliver(
     send: ObjectSendStream[Events],
     outcome: _Outcome,
     progress: _Progress,
+    log: StderrLogger,
 ) -> bool:
     """Pass a batch on, its bad records where they are (the pipeline stage reports them, in order with
-    what the pipeline cannot read); False once --strict said stop."""
+    what the pipeline cannot read), each record taken at the latest time read when its own is earlier (the
+    one rule for time that goes back, whichever way the log is read); False once --strict said stop."""
     if outcome.stopped:
         return False
     if batch:
+        backwards = outcome.timeline.forward(source.name, batch)  # type: ignore[arg-type]
+        if backwards is not None:  # said where it was met, in order with the bad records
+            batch.insert(backwards.index, Notice(str(backwards)))  # type: ignore[arg-type]
         progress.add(source.name, len(batch))
         await send.send(batch)  # type: ignore[arg-type]
     return True
@@ -190,11 +197,11 @@ async def _read_logs(
                             with mapped:
                                 async with aclosing(parallel.read(source, mapped)) as read:
                                     async for items in read:
-                                        if not await _deliver(source, items, send, outcome, progress):
+                                        if not await _deliver(source, items, send, outcome, progress, log):
                                             return
                             continue
                         for batch in read_log(source):
-                            if not await _deliver(source, batch, send, outcome, progress):
+                            if not await _deliver(source, batch, send, outcome, progress, log):
                                 return
                     finally:
                         source.close()
@@ -221,7 +228,7 @@ async def _read_logs(
                 if isinstance(item, BaseException):
                     raise item
                 source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
-                if not await _deliver(source, batch, send, outcome, progress):
+                if not await _deliver(source, batch, send, outcome, progress, log):
                     return
     finally:
         stop.set()
@@ -268,7 +275,11 @@ async def replay(
             outcome.stopped = options.strict
             return not options.strict
 
-        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline, report)
+        def notice(said: Notice) -> None:
+            progress.clear()
+            log(said.text, "warning")
+
+        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline, report, None, notice)
         tg.start_soon(print_lines, receive_out, out, render)
     progress.clear()
     if outcome.stopped:
