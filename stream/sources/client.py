@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -105,8 +106,14 @@ def _check_kubeconfig(file: str) -> None:
     client library trips over it with a message about its own internals."""
     try:
         text = Path(file).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"kubeconfig {file}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise ConfigError(
+            f"kubeconfig {file}: not a text file (byte 0x{byte:02x} at offset {exc.start:,} is not UTF-8): "
+            "a kubeconfig is YAML"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"kubeconfig {file}: cannot be read: {exc.strerror or exc}") from None
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -118,6 +125,22 @@ def _check_kubeconfig(file: str) -> None:
         raise ConfigError(f"kubeconfig {file}: is empty")
     if not isinstance(document, dict):
         raise ConfigError(f"kubeconfig {file}: not a kubeconfig (a YAML mapping with clusters, users, contexts)")
+
+
+# the client library's words for what a user did (kubernetes_asyncio's ConfigException texts), in ours
+_LIBRARY_WORDS = (
+    (re.compile(r"File does not exists?: (.*)"), "names a file that does not exist: {0}"),
+    (re.compile(r"Invalid kube-config file\. No configuration found\.?"), "has no clusters, users or contexts"),
+    (re.compile(r"Expected key (\S+) in (.+)"), "{1} has no {0}"),
+)
+
+
+def _in_our_words(text: str) -> str:
+    for pattern, words in _LIBRARY_WORDS:
+        found = pattern.fullmatch(text.strip())
+        if found is not None:
+            return words.format(*found.groups())
+    return text
 
 
 def _in_cluster(path: str | None, context: str | None) -> bool:
@@ -216,7 +239,7 @@ class KubeClient:
             raise
         except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
             where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
-            raise ConfigError(f"{where}: {str(exc) or type(exc).__name__}") from None
+            raise ConfigError(f"{where}: {_in_our_words(str(exc)) or type(exc).__name__}") from None
         return cls(_api_client(configuration, source), namespace, source)
 
     async def close(self) -> None:
