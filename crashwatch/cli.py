@@ -631,6 +631,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="never draw a progress line on stderr",
     )
+    replay.add_argument(
+        "--summary",
+        choices=("text", "json", "none"),
+        default="text",
+        help="at the end, what was read and what fails: on stderr (text, the default), as the last line of "
+        "stdout (json: {\"kind\":\"summary\",...}), or not at all (none)",
+    )
 
     run = commands.add_parser(
         "run",
@@ -1022,6 +1029,7 @@ def _run(argv: Sequence[str] | None) -> int:
                     namespace=args.namespace,
                     log_format=args.log_format,
                     log_level=args.log_level,
+                    summary=args.summary,
                 )
             )
         if args.command in ("run", "tail", "record"):

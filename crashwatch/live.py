@@ -51,7 +51,7 @@ from crashwatch import exitcodes
 from crashwatch.commands import COMMANDS, Command, CommandSpec
 from crashwatch.errors import leaves
 from crashwatch.leader import LeaderElector, LeaderSettings, LeaseForbidden, default_namespace
-from crashwatch.stages import TICK, Events, PipelineReads, Synced, Tick, pipeline_stage
+from crashwatch.stages import TICK, Events, Notice, PipelineReads, Synced, Tick, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
 from pipeline.backends import registry as backends
 from pipeline.diagnoses import Settings
@@ -566,7 +566,7 @@ class _Wiring:
 
     async def _send_crash_outputs(self, outputs: list[CrashOutput]) -> None:
         """Into the events the pipeline reads, as long as the watches run (after, it would read none)."""
-        batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord] = [*outputs]
+        batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord | Notice] = [*outputs]
         with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             await self.send_events.send(batch)
 

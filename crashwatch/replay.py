@@ -15,9 +15,9 @@ import mmap
 import os
 import select
 import signal
+import stat
 import sys
 import threading
-import time
 from collections.abc import Callable, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -32,19 +32,21 @@ from anyio.abc import ObjectSendStream
 
 from crashwatch import exitcodes
 from crashwatch.errors import leaves
-from crashwatch.stages import Events, pipeline_stage
+from crashwatch.progress import Cleared, Progress, Where
+from crashwatch.stages import Events, Notice, pipeline_stage
 from crashwatch.stderr_log import LogFormat, StderrLogger
+from crashwatch.summary import SummaryFormat, Tally, looks_like, summarize
 from pipeline.backends.registry import claimers
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output
 from pipeline.pipeline import Pipeline
-from pipeline.views import encode_view
+from pipeline.views import ViewStore, encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
-from sinks.text import printable
-from stream.model.events import BadRecord
+from stream.model.events import BadRecord, ReducedPod, WatchEvent
 from stream.model.messages import Level
+from stream.model.objects import Pod
 from stream.model.times import now_seconds
 from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 from stream.sources.recorded import (
@@ -58,8 +60,10 @@ from stream.sources.recorded import (
     open_log,
     read_log,
 )
+from stream.sources.timeline import Timeline
 
 BUFFER = 16
+SHOWN_BAD = 20  # bad records said one a line; past these, only counted (a text file is not 100,000 lines of them)
 
 
 @dataclass
@@ -78,36 +82,16 @@ class ReplayOptions:
     namespace: str = DEFAULT_NAMESPACE  # a manifest's objects that name no namespace are read into this one
     log_format: LogFormat = "text"  # stderr (crashwatch.stderr_log); the progress line is drawn for text only
     log_level: Level = "info"
-
-
-@dataclass
-class _Progress:
-    """A one-line counter on stderr for long replays, redrawn at most once a second."""
-
-    err: TextIO
-    enabled: bool
-    events: int = 0
-    shown: float = field(default_factory=time.monotonic)
-    drawn: bool = False
-
-    def add(self, name: str, count: int) -> None:
-        self.events += count
-        if self.enabled and time.monotonic() - self.shown >= 1.0:
-            self.shown = time.monotonic()
-            self.err.write(f"\rcrashwatch: replaying {printable(name)}: {self.events:,} events")
-            self.err.flush()
-            self.drawn = True
-
-    def clear(self) -> None:
-        if self.drawn:
-            self.err.write("\r\033[K")
-            self.err.flush()
+    summary: SummaryFormat = "text"  # what was read and found, at the end: stderr, stdout's last line, or none
 
 
 @dataclass
 class _Outcome:
+    store: ViewStore  # the pipeline's, looked at between batches for the summary
     bad: int = 0
     stopped: bool = False
+    timeline: Timeline = field(default_factory=Timeline)  # what the pipeline sees of time never goes back
+    tally: Tally = field(default_factory=Tally)
 
 
 def _parallel_mapping(source: LogSource, jobs: int, explicit: bool) -> mmap.mmap | None:
@@ -158,25 +142,54 @@ async def _deliver(
     batch: list[Item] | list[LogItem],
     send: ObjectSendStream[Events],
     outcome: _Outcome,
-    progress: _Progress,
+    progress: Progress,
+    where: Where,
 ) -> bool:
     """Pass a batch on, its bad records where they are (the pipeline stage reports them, in order with
-    what the pipeline cannot read); False once --strict said stop."""
+    what the pipeline cannot read), each record taken at the latest time read when its own is earlier (the
+    one rule for time that goes back, whichever way the log is read); False once --strict said stop."""
     if outcome.stopped:
         return False
     if batch:
-        progress.add(source.name, len(batch))
+        tally = outcome.tally
+        if not tally.known(outcome.store):  # for the summary's why, until a Dynamo object is known
+            tally.pods_unmatched += _pods(batch)
+        backwards = outcome.timeline.forward(source.name, batch)  # type: ignore[arg-type]
+        if backwards is not None:  # said where it was met, in order with the bad records
+            batch.insert(backwards.index, Notice(str(backwards)))  # type: ignore[arg-type]
+        progress.add(source.name, len(batch), where)
         await send.send(batch)  # type: ignore[arg-type]
     return True
+
+
+def _pods(batch: list[Item] | list[LogItem]) -> int:
+    return sum(
+        1 for item in batch if type(item) is ReducedPod or (type(item) is WatchEvent and type(item.object) is Pod)
+    )
+
+
+def _where(source: LogSource, decoder: ParallelDecoder | None = None) -> Where:
+    """How far a log is read: the bytes its workers decoded, or its file's offset (compressed bytes for a
+    compressed log); nothing for a pipe."""
+    raw = source.file if source.file is not None else (source.closing[0] if source.closing else None)
+    try:
+        fd = raw.fileno() if raw is not None else -1
+        size = os.fstat(fd).st_size if fd >= 0 and stat.S_ISREG(os.fstat(fd).st_mode) else 0
+    except (OSError, ValueError):
+        size = 0
+    if not size:
+        return lambda: None
+    if decoder is not None:
+        return lambda: (decoder.position, size)
+    return lambda: (os.lseek(fd, 0, os.SEEK_CUR), size)
 
 
 async def _read_logs(
     sources: Sequence[LogSource],
     send: ObjectSendStream[Events],
-    log: StderrLogger,
     options: ReplayOptions,
     outcome: _Outcome,
-    progress: _Progress,
+    progress: Progress,
 ) -> None:
     if not any(source.live for source in sources):
         # regular files never block for long: read them in the loop, with no thread to share the GIL with;
@@ -190,12 +203,14 @@ async def _read_logs(
                         if mapped is not None:
                             with mapped:
                                 async with aclosing(parallel.read(source, mapped)) as read:
+                                    where = _where(source, parallel)
                                     async for items in read:
-                                        if not await _deliver(source, items, send, outcome, progress):
+                                        if not await _deliver(source, items, send, outcome, progress, where):
                                             return
                             continue
+                        where = _where(source)
                         for batch in read_log(source):
-                            if not await _deliver(source, batch, send, outcome, progress):
+                            if not await _deliver(source, batch, send, outcome, progress, where):
                                 return
                     finally:
                         source.close()
@@ -204,6 +219,8 @@ async def _read_logs(
     stop = threading.Event()
     thread = threading.Thread(target=_reader, args=(sources, queue, stop), name="crashwatch-log-reader", daemon=True)
     thread.start()
+
+    wheres: dict[int, Where] = {}
 
     def take() -> object:
         try:
@@ -222,7 +239,8 @@ async def _read_logs(
                 if isinstance(item, BaseException):
                     raise item
                 source, batch = cast(tuple[LogSource, list[LogItem]], item)
-                if not await _deliver(source, batch, send, outcome, progress):
+                where = wheres.get(id(source)) or wheres.setdefault(id(source), _where(source))
+                if not await _deliver(source, batch, send, outcome, progress, where):
                     return
     finally:
         stop.set()
@@ -246,40 +264,75 @@ async def replay(
         log.fatal(str(exc), exitcodes.NOINPUT)
         return exitcodes.NOINPUT
     draw = err.isatty() if options.progress is None else options.progress
-    progress = _Progress(err, draw and options.log_format == "text")
-    outcome = _Outcome()
-    render = patch_printer if options.patches else change_printer(options.output)
+    progress = Progress(err, draw and options.log_format == "text", len(sources))
+    pipeline = Pipeline(
+        clock=clock,
+        tunables=options.tunables,
+        strict=options.strict,
+        recovery_window=options.recovery_window,
+        diagnoses=options.diagnoses,
+    )
+    outcome = _Outcome(pipeline.store)
+    printer = patch_printer if options.patches else change_printer(options.output)
+
+    def render(item: Output) -> bytes | None:
+        outcome.tally.see(item)
+        return printer(item)
+
+    lines = cast(BinaryIO, Cleared(out, progress)) if progress.enabled else out
     send_events, receive_events = anyio.create_memory_object_stream[Events](BUFFER)
     send_out, receive_out = anyio.create_memory_object_stream[list[Output]](BUFFER)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_read_logs, sources, send_events, log, options, outcome, progress)
-        pipeline = Pipeline(
-            clock=clock,
-            tunables=options.tunables,
-            strict=options.strict,
-            recovery_window=options.recovery_window,
-            diagnoses=options.diagnoses,
-        )
+        tg.start_soon(_read_logs, sources, send_events, options, outcome, progress)
+
+        hints = {source.name: hint for source in sources if (hint := looks_like(source.head)) is not None}
 
         def report(problem: BadRecord | Rejected) -> bool:
             # with --strict, the reader (ahead of the pipeline) stops at its next batch
             outcome.bad += 1
-            progress.clear()
-            log(str(problem) if isinstance(problem, BadRecord) else f"{problem} (event skipped)", "warning")
+            if outcome.bad <= SHOWN_BAD:  # the rest are counted at the end
+                progress.clear()
+                log(str(problem) if isinstance(problem, BadRecord) else f"{problem} (event skipped)", "warning")
+            if hints and isinstance(problem, BadRecord):
+                for name in [name for name in hints if problem.where.startswith(f"{name}:")]:
+                    log(f"{name}: {hints.pop(name)}", "warning")
             outcome.stopped = options.strict
             return not options.strict
 
-        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline, report)
-        tg.start_soon(print_lines, receive_out, out, render)
+        def notice(said: Notice) -> None:
+            progress.clear()
+            log(said.text, "warning")
+
+        def counted(records: int) -> None:
+            outcome.tally.records += records
+
+        tg.start_soon(pipeline_stage, receive_events, [send_out], pipeline, report, None, notice, counted)
+        tg.start_soon(print_lines, receive_out, lines, render)
     progress.clear()
+    _summarize(options, outcome, log, out)
     if outcome.stopped:
         log.fatal("stopped at the first bad record (--strict)", exitcodes.DATAERR)
         return exitcodes.DATAERR
     if outcome.bad:
         plural = "record" if outcome.bad == 1 else "records"
-        log.fatal(f"{outcome.bad} bad {plural} skipped", exitcodes.DATAERR)
+        shown = f" (the first {SHOWN_BAD} shown)" if outcome.bad > SHOWN_BAD else ""
+        log.fatal(f"{outcome.bad:,} bad {plural} skipped{shown}", exitcodes.DATAERR)
         return exitcodes.DATAERR
     return exitcodes.OK
+
+
+def _summarize(options: ReplayOptions, outcome: _Outcome, log: StderrLogger, out: BinaryIO) -> None:
+    """What the replay read and found (crashwatch.summary), as --summary asks."""
+    if options.summary == "none":
+        return
+    names = ["<stdin>" if log_ == "-" else log_ for log_ in options.logs]
+    found = summarize(names, outcome.tally, outcome.store, outcome.bad, outcome.timeline.moved, outcome.tally.records)
+    if options.summary == "json":
+        out.write(found.json())
+        out.flush()
+        return
+    for line in found.text():
+        log(line, "info" if found.why is None else "warning")
 
 
 def wall_clock() -> str:

@@ -39,9 +39,16 @@ class Tick(msgspec.Struct, frozen=True, gc=False):
     time: str
 
 
+class Notice(msgspec.Struct, frozen=True, gc=False):
+    """What a source says of its input at a place in it, no bad record (a replay's time that goes back):
+    it travels in the batch, where it was met, so that it is said in order with the bad records."""
+
+    text: str
+
+
 TICK = 1.0  # seconds: how late a recovery window's end may be seen live, at most
 
-Events = list[WatchEvent | ReducedPod | CrashOutput | BadRecord] | list[Synced] | list[Tick]
+Events = list[WatchEvent | ReducedPod | CrashOutput | BadRecord | Notice] | list[Synced] | list[Tick]
 # Told of each record a source could not read and each event the pipeline could not, in the order of the
 # input; False: look at nothing more (--strict)
 Report = Callable[[BadRecord | Rejected], bool]
@@ -84,10 +91,13 @@ async def pipeline_stage(
     pipeline: Pipeline,
     report: Report,
     reads: PipelineReads | None = None,
+    notice: Callable[[Notice], None] | None = None,
+    counted: Callable[[int], None] | None = None,
 ) -> None:
     """A source's bad records travel in its batches, where they were, so that they are reported in
-    order with what the pipeline itself cannot read. After `report` says stop, batches are received
-    and dropped until the source closes the stream. `reads` is told of each batch fed."""
+    order with what the pipeline itself cannot read (and its notices said, by `notice`). After `report`
+    says stop, batches are received and dropped until the source closes the stream. `reads` is told of
+    each batch fed, `counted` of how many records (events and bad records) the pipeline looked at."""
     stopped = False
     try:
         async with receive:
@@ -100,7 +110,9 @@ async def pipeline_stage(
                 elif type(first) is Synced:
                     outputs = pipeline.sync(first.time)
                 else:
-                    outputs, stopped = _feed(pipeline, batch, report)  # type: ignore[arg-type]
+                    outputs, stopped, looked = _feed(pipeline, batch, report, notice)  # type: ignore[arg-type]
+                    if counted is not None:
+                        counted(looked)
                 if reads is not None:  # before the sinks take the outputs: a question needs no sink
                     reads.fed()
                 if outputs:
@@ -112,21 +124,32 @@ async def pipeline_stage(
 
 
 def _feed(
-    pipeline: Pipeline, batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord], report: Report
-) -> tuple[list[Output], bool]:
-    """The batch's outputs, and whether to stop."""
-    if BadRecord not in map(type, batch):  # the usual batch, checked without a Python-level loop
-        return pipeline.feed(batch), _reported(pipeline, report)  # type: ignore[arg-type]
+    pipeline: Pipeline,
+    batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord | Notice],
+    report: Report,
+    notice: Callable[[Notice], None] | None,
+) -> tuple[list[Output], bool, int]:
+    """The batch's outputs, whether to stop, and how many of its records were looked at."""
+    kinds = set(map(type, batch))
+    if BadRecord not in kinds and Notice not in kinds:  # the usual batch, checked without a Python-level loop
+        return pipeline.feed(batch), _reported(pipeline, report), len(batch)  # type: ignore[arg-type]
     outputs: list[Output] = []
-    start = 0
+    start = notices = 0
     for index, item in enumerate(batch):
-        if type(item) is BadRecord:
+        if type(item) is Notice:
+            outputs += pipeline.feed(batch[start:index])  # type: ignore[arg-type]
+            start, notices = index + 1, notices + 1
+            if _reported(pipeline, report):
+                return outputs, True, index + 1 - notices
+            if notice is not None:
+                notice(item)
+        elif type(item) is BadRecord:
             outputs += pipeline.feed(batch[start:index])  # type: ignore[arg-type]
             start = index + 1
             if _reported(pipeline, report) or not report(item):
-                return outputs, True
+                return outputs, True, index + 1 - notices
     outputs += pipeline.feed(batch[start:])  # type: ignore[arg-type]
-    return outputs, _reported(pipeline, report)
+    return outputs, _reported(pipeline, report), len(batch) - notices
 
 
 def _reported(pipeline: Pipeline, report: Report) -> bool:

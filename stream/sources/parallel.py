@@ -269,6 +269,7 @@ class ParallelDecoder:
         self.jobs = jobs
         self.reduce = reduce
         self.range_bytes = range_bytes
+        self.position = 0  # where the log being read is decoded up to, in bytes (for a progress line)
         self._workers: _Workers | None = None
 
     def __enter__(self) -> ParallelDecoder:
@@ -308,6 +309,7 @@ class ParallelDecoder:
                 result = _decode_range_result(data)
                 if index + ahead < len(tasks):
                     workers.send((index + ahead) % self.jobs, tasks[index + ahead])
+                self.position = tasks[index].end
                 yield self._items(result, records, mapped, base, cut_at_end)
                 base += result.lines
             done = True

@@ -47,8 +47,9 @@ def test_bad_record_is_named_skipped_and_exits_65(tmp_path: Path, bad: str, prob
     err = result.stderr.decode().splitlines()
     assert err[0].startswith(f"crashwatch: {path}:4: ")
     assert problem in err[0]
-    assert err[1] == "crashwatch: 1 bad record skipped"
-    assert len(err) == 2
+    assert err[1].startswith("crashwatch: read ") and " records from " in err[1]  # the summary
+    assert err[2] == "crashwatch: 1 bad record skipped"
+    assert len(err) == 3
     assert result.returncode == 65
     assert result.stdout.decode() == EXPECTED  # every right verdict still printed, no wrong one
 
@@ -58,8 +59,10 @@ def test_strict_stops_at_the_first_bad_record_after_what_came_before(tmp_path: P
     result = run("replay", "--strict", str(path))
     assert result.returncode == 65
     err = result.stderr.decode().splitlines()
-    assert err == [
-        f"crashwatch: {path}:15: not valid JSON (JSON is malformed: invalid character (byte 0))",
+    assert err[0] == f"crashwatch: {path}:15: not valid JSON (JSON is malformed: invalid character (byte 0))"
+    assert err[1].startswith("crashwatch: read 15 records from ")  # what the replay looked at, and found
+    assert err[2:] == [
+        "crashwatch: 1 graph failing at the end: dynamo/llm (VllmWorker)",
         "crashwatch: stopped at the first bad record (--strict)",
     ]
     assert result.stdout.decode() == "".join(EXPECTED.splitlines(keepends=True)[:2])

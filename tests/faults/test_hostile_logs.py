@@ -65,7 +65,7 @@ def replay(
             read_end, write_end = os.pipe()
         try:
             proc = subprocess.Popen(
-                [*crashwatch_command(), "replay", *args],
+                [*crashwatch_command(), "replay", "--summary", "none", *args],  # (the summary: test_summary.py)
                 stdin=stdin_file
                 if stdin_file is not None
                 else (read_end if read_end is not None else subprocess.DEVNULL),

@@ -31,7 +31,7 @@ def test_a_crafted_pod_name_stays_on_its_line_escaped(tmp_path: Path) -> None:
 def test_a_bad_record_naming_a_crafted_file_is_one_stderr_line(tmp_path: Path) -> None:
     log = tmp_path / "bad\nname.jsonl"
     log.write_text('{"type": "ADDED", "object": {"kind": "Pod", "metadata": 7}}\n')
-    result = run("replay", str(log))
+    result = run("replay", "--summary", "none", str(log))
     assert result.returncode == 65
     errors = result.stderr.decode().splitlines()
     assert len(errors) == 2 and errors[0].startswith("crashwatch: ") and "bad\\nname.jsonl:1" in errors[0]

@@ -24,7 +24,7 @@ def objects(stderr: bytes) -> list[dict[str, Any]]:
 
 
 def test_text_stays_what_it_was(tmp_path: Path) -> None:
-    result = run("replay", str(bad_log(tmp_path)))
+    result = run("replay", "--summary", "none", str(bad_log(tmp_path)))
     assert result.returncode == 65 and result.stdout.decode() == EXPECTED
     lines = result.stderr.decode().splitlines()
     assert lines[-1] == "crashwatch: 1 bad record skipped"
@@ -32,7 +32,7 @@ def test_text_stays_what_it_was(tmp_path: Path) -> None:
 
 
 def test_json_lines_for_bad_records_and_the_error_that_ends_the_replay(tmp_path: Path) -> None:
-    result = run("replay", "--log-format", "json", str(bad_log(tmp_path)))
+    result = run("replay", "--log-format", "json", "--summary", "none", str(bad_log(tmp_path)))
     assert result.returncode == 65 and result.stdout.decode() == EXPECTED  # stdout untouched
     skipped, summary = objects(result.stderr)
     assert skipped["level"] == "warning" and skipped["msg"].startswith(str(tmp_path / "bad.jsonl"))

@@ -102,6 +102,7 @@ def random_log(path: Path, seed: int, events: int = 1500, cut_last: bool = True)
 
 def replay_in_process(*logs: Path, **options: Any) -> tuple[int, bytes, str]:
     out, err = io.BytesIO(), io.StringIO()
+    options.setdefault("summary", "none")  # (the summary's own tests are in test_summary.py)
     opts = ReplayOptions(logs=[str(log) for log in logs], progress=False, **options)
     code = anyio.run(replay, opts, out, err, None, lambda: "2026-12-01T00:00:00Z")
     return code, out.getvalue(), err.getvalue()

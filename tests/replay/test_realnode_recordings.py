@@ -23,7 +23,7 @@ WINDOW = ("--recovery-window", "30s")  # the recording run's flags
 
 
 def replay(*flags: str) -> list[dict[str, Any]]:
-    done = run("replay", "-o", "json", *flags, *WINDOW, str(DATA / "diagnoses.jsonl.gz"))
+    done = run("replay", "--summary", "none", "-o", "json", *flags, *WINDOW, str(DATA / "diagnoses.jsonl.gz"))
     assert (done.returncode, done.stderr) == (0, b"")
     return [json.loads(line) for line in done.stdout.decode().splitlines()]
 

@@ -85,6 +85,7 @@ def test_the_launcher_runs_the_console_script_of_its_version(tmp_path: Path) -> 
     bin_dir = tmp_path / "cache" / "kubectl-crashwatch" / version / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "kubectl-crashwatch").symlink_to(script)
+    (bin_dir.parent / ".installed").touch()
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, f"crashwatch {version}"), done.stderr
@@ -94,3 +95,50 @@ def test_the_launcher_runs_the_console_script_of_its_version(tmp_path: Path) -> 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "empty"), "CRASHWATCH_PYTHON": "false"}
     done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
     assert done.returncode == 1 and "needs Python 3.11 or later" in done.stderr
+
+
+def test_the_launcher_installs_the_wheel_the_release_ships(tmp_path: Path) -> None:
+    """Not `crashwatch==VERSION` from the package index, where crashwatch is not: the wheel on the release
+    page beside the archive (its URL), or the one CRASHWATCH_WHEEL names, here one built from this
+    repository, installed and run as krew's users run it (its dependencies found where this Python has
+    them: the test does not reach the package index)."""
+    version = pyproject()["project"]["version"]
+    launcher = (KREW / "kubectl-crashwatch").read_text()
+    assert "crashwatch==" not in launcher
+    (platform,) = manifest()["spec"]["platforms"]
+    release = platform["uri"].rsplit("/", 1)[0]
+    assert re.findall(r"^release=(\S+)$", launcher, re.MULTILINE) == [release.replace(f"v{version}", "v$version")]
+    assert "wheel=${CRASHWATCH_WHEEL:-$release/crashwatch-$version-py3-none-any.whl}" in launcher
+    source = tmp_path / "src"
+    for name in ("pyproject.toml", "README.md", "LICENSE", "crashwatch", "stream", "pipeline", "sinks"):
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy
+        source.mkdir(exist_ok=True)
+        copy(ROOT / name, source / name)
+    dist = tmp_path / "dist"
+    build = [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(dist), str(source)]
+    subprocess.run(build, capture_output=True, check=True, timeout=300)
+    (wheel,) = dist.glob("*.whl")
+    assert wheel.name == f"crashwatch-{version}-py3-none-any.whl"  # the name the launcher's URL ends with
+    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "msgspec").is_dir())
+    env = {
+        **os.environ,
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "CRASHWATCH_WHEEL": str(wheel),
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_DEPS": "1",
+        "PYTHONPATH": str(deps),  # the dependencies (not crashwatch: this venv's is an editable or none)
+    }
+    done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip()) == (0, f"crashwatch {version}"), done.stderr
+    assert f"installing crashwatch {version} from {wheel}" in done.stderr
+    installed = tmp_path / "cache" / "kubectl-crashwatch" / version / "bin" / "kubectl-crashwatch"
+    assert installed.exists()
+    # a wheel that cannot be had says so, and leaves no half-made environment behind
+    env |= {"XDG_CACHE_HOME": str(tmp_path / "other"), "CRASHWATCH_WHEEL": str(tmp_path / "none.whl")}
+    done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1 and "could not install" in done.stderr
+    assert not (tmp_path / "other" / "kubectl-crashwatch" / version).exists()
+    # the second run finds the environment made by the first and installs nothing
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, f"crashwatch {version}", "")

@@ -109,6 +109,7 @@ def _open(name: str, raw: IO[bytes], closing: list[IO[bytes]], max_record: int) 
         sniffed = read_head(stream)
         stream = io.BufferedReader(Prefixed(sniffed, stream))
     source.stream = stream
+    source.head = bytes(sniffed[:4096])
     source.yaml = sniff_yaml(sniffed, name)
     source.binary = binary_head(sniffed)
     return source

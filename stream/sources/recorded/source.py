@@ -35,6 +35,7 @@ class LogSource:
     layers: list[Damageable] = field(default_factory=list)
     closing: list[IO[bytes]] = field(default_factory=list)
     binary: str | None = None  # what says, from its first line, that it is no text at all (then it is not read)
+    head: bytes = b""  # its first bytes as sniffed (up to 64 KB): what a message may say the log looks like
 
     def damage(self) -> str | None:
         """What stopped the content early (truncated or corrupt compressed data, broken UTF-16), if anything."""

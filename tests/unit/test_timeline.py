@@ -1,0 +1,60 @@
+"""The one rule for a log's time that goes back (stream/sources/timeline.py), record by record."""
+
+from __future__ import annotations
+
+import msgspec
+from builders import event, pod
+
+from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
+from stream.sources.timeline import Timeline
+
+
+def _packed(time: str) -> msgspec.Raw:
+    return msgspec.Raw(msgspec.msgpack.encode(time))
+
+
+def _times(batch: list[object]) -> list[str | None]:
+    out: list[str | None] = []
+    for item in batch:
+        if isinstance(item, ReducedPod):
+            out.append(msgspec.msgpack.decode(item.time))
+        elif isinstance(item, (WatchEvent, CrashOutput)):
+            out.append(item.time)
+    return out
+
+
+def test_times_in_order_are_left_as_they_are_and_a_log_without_times_stays_without() -> None:
+    timeline = Timeline()
+    batch: list[object] = [event("ADDED", pod()), event("MODIFIED", pod())]
+    assert timeline.forward("a", batch) is None  # type: ignore[arg-type]
+    assert _times(batch) == [None, None]
+    times = ["2026-11-20T10:00:00Z", "2026-11-20T10:00:00.5Z", "2026-11-20T11:00:01+01:00", "2026-11-20T10:00:02Z"]
+    batch = [event("MODIFIED", pod(), time) for time in times]
+    assert timeline.forward("a", batch) is None  # type: ignore[arg-type]
+    assert _times(batch) == times  # 11:00:01+01:00 is 10:00:01Z: in order
+    assert timeline.moved == 0
+
+
+def test_a_record_older_than_the_latest_or_without_a_time_is_taken_at_the_latest() -> None:
+    timeline = Timeline()
+    first: list[object] = [event("ADDED", pod(), "2026-11-20T10:05:00Z"), BadRecord("a:2", "bad")]
+    assert timeline.forward("a", first) is None  # type: ignore[arg-type]
+    second: list[object] = [
+        event("MODIFIED", pod(), None),
+        event("MODIFIED", pod(), "not a time"),
+        event("MODIFIED", pod(), "2026-11-20T10:00:00Z"),
+        ReducedPod(1, "2:nsp", "MODIFIED", msgspec.Raw(b"\xc0"), _packed("2026-11-20T10:01Z")),
+        CrashOutput("ns", "p", "u", "main", "2026-11-20T09:59:00Z", "boom", time="2026-11-20T10:02:00Z"),
+        event("MODIFIED", pod(), "2026-11-20T10:06:00Z"),
+    ]
+    back = timeline.forward("b.jsonl", second)  # type: ignore[arg-type]
+    assert back is not None and back.index == 2
+    assert str(back) == (
+        "b.jsonl: time goes back from 2026-11-20T10:05:00Z to 2026-11-20T10:00:00Z (recordings one after the "
+        "other?): a record older than the latest time read is taken at that time (said once)"
+    )
+    assert _times(second) == ["2026-11-20T10:05:00Z"] * 5 + ["2026-11-20T10:06:00Z"]
+    assert timeline.moved == 3  # the records without a readable time are not counted as gone back
+    again: list[object] = [event("MODIFIED", pod(), "2026-11-20T10:00:00Z")]
+    assert timeline.forward("c", again) is None  # type: ignore[arg-type]  # said once in a replay
+    assert _times(again) == ["2026-11-20T10:06:00Z"] and timeline.moved == 4
