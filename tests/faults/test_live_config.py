@@ -56,24 +56,6 @@ def test_a_certificate_authority_that_is_not_pem_is_exit_78_naming_it(tmp_path: 
     assert str(ca) in one_line(result) and "cannot be used" in one_line(result)
 
 
-def test_a_kubeconfig_that_is_no_text_or_names_a_missing_file_is_said_in_our_words(tmp_path: Path) -> None:
-    """Never the client library's or Python's words ('utf-8' codec can't decode..., File does not exists)."""
-    png = tmp_path / "config.png"
-    png.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
-    result = run("get", "-A", "--kubeconfig", str(png))
-    assert result.returncode == 78
-    assert one_line(result) == (
-        f"crashwatch: kubeconfig {png}: not a text file (byte 0x89 at offset 0 is not UTF-8): a kubeconfig is YAML"
-    )
-    missing = tmp_path / "no" / "ca.crt"
-    result = run("get", "-A", "--kubeconfig", str(kubeconfig(tmp_path, "https://127.0.0.1:1", missing)))
-    assert result.returncode == 78
-    assert (
-        one_line(result)
-        == f"crashwatch: kubeconfig {tmp_path / 'kubeconfig'}: names a file that does not exist: {missing}"
-    )
-
-
 class _Html(http.server.BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         body = b"<!doctype html><html><body>Please sign in</body></html>"
