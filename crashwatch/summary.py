@@ -35,21 +35,6 @@ class Failing(msgspec.Struct):
     components: list[str]
 
 
-class SummaryLine(msgspec.Struct):
-    """`--summary json`: the last line of stdout (docs/cli.md says each key)."""
-
-    kind: str
-    logs: list[str]
-    records: int
-    bad: int
-    time_went_back: int
-    graphs: int
-    components: int
-    failing: list[Failing]
-    matched: bool
-    why: str | None
-
-
 @dataclass
 class Tally:
     """Counted as the replay goes: records handed on, Pod events read while nothing matched, and each
@@ -74,15 +59,19 @@ class Tally:
         return self.matched
 
 
-@dataclass(frozen=True)
-class Summary:
-    logs: Sequence[str]
+class Summary(msgspec.Struct, kw_only=True):
+    """What a replay read and found: said in words (`text`), or as `--summary json`'s last line of stdout,
+    this struct encoded (docs/cli.md says each key)."""
+
+    kind: str = "summary"
+    logs: list[str]
     records: int
     bad: int
     time_went_back: int
     graphs: int
     components: int
     failing: list[Failing]
+    matched: bool
     why: str | None  # None: something matched
 
     def text(self) -> list[str]:
@@ -103,19 +92,7 @@ class Summary:
         return [f"{read}: {seen}", f"{count} failing at the end: {', '.join(named)}{more}"]
 
     def json(self) -> bytes:
-        line = SummaryLine(
-            "summary",
-            list(self.logs),
-            self.records,
-            self.bad,
-            self.time_went_back,
-            self.graphs,
-            self.components,
-            self.failing,
-            self.why is None,
-            self.why,
-        )
-        return msgspec.json.encode(line) + b"\n"
+        return msgspec.json.encode(self) + b"\n"
 
 
 def summarize(
@@ -141,7 +118,17 @@ def summarize(
     ]
     matched = tally.known(store) or bool(graphs)
     why = None if matched else _why(counted, bad, tally.pods_unmatched)
-    return Summary(logs, counted, bad, time_went_back, len(graphs), len(components), failing, why)
+    return Summary(
+        logs=list(logs),
+        records=counted,
+        bad=bad,
+        time_went_back=time_went_back,
+        graphs=len(graphs),
+        components=len(components),
+        failing=failing,
+        matched=why is None,
+        why=why,
+    )
 
 
 # what a log that is no watch log at all looks like, told from its first line that says something
