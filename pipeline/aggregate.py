@@ -136,19 +136,25 @@ class Aggregator:
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): every tracker's deadlines that fell
-        by then each take effect at the moment it ran out, in that order."""
+        by then each take effect at the moment it ran out, in that order, one moment at a time, so that a
+        verdict at one deadline never sees a later one's effect: however far one step goes (a batch's end,
+        a tick, an event), the same verdicts follow."""
         now = seconds(time)
         if now is None:
             return []
-        if now < earliest(self._heaps):  # the usual case: nothing due
+        first = earliest(self._heaps)
+        if now < first:  # the usual case: nothing due
             self.findings.saw(now)
             return []
-        due: list[Due] = []
-        for tracker in self._timed:
-            due += tracker.due(now)
         outputs: list[Output] = []
-        for deadline, components in sorted(due, key=lambda d: d[0]):
-            outputs += self._settle(components, rfc3339(deadline))
+        while first <= now:  # each due() pops at least the heaps' first entry: this ends
+            due: list[Due] = []
+            for tracker in self._timed:
+                due += tracker.due(first)
+            for deadline, components in sorted(due, key=lambda d: d[0]):
+                outputs += self._settle(components, rfc3339(deadline))
+            first = earliest(self._heaps)
+        self.findings.saw(now)
         return outputs
 
     def explain(self, output: CrashOutput) -> list[Output]:

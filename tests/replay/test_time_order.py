@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from builders import container, dcd, dgd, labels, pod
 from cli import EXAMPLES, run
 from hypothesis import HealthCheck, example, given, settings
@@ -192,9 +191,6 @@ def test_two_recordings_one_after_the_other_give_what_each_does_as_a_file(tmp_pa
     ]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the core's: Pipeline.feed advances by a dropped record's time only at a batch's end"
-)
 def test_a_dropped_record_whose_time_passes_two_deadlines_is_read_alike(tmp_path: Path) -> None:
     """Times in order, none missing: worker-0's crash loop is held until 10:01:00 (Ready at 10:00:00,
     a 60 s window), worker-1's image pull grace ends at 10:03:00. Seen again unchanged at 10:01:02, the
