@@ -715,6 +715,50 @@ def spec(containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     }
 
 
+def printing(image: str, probed: bool = False) -> dict[str, Any]:
+    """A worker that prints a crashed run's output (the ConfigMap of output_map(), e.g. a file of
+    tests/data/crashlogs) and exits 1. `probed`: with a readiness probe that does not pass while it crashes, as
+    the Dynamo operator gives every worker (HTTP on its system port, which a worker that dies loading its
+    model never serves); else Ready from each start to its crash."""
+    mount = {"name": "output", "mountPath": "/crash", "readOnly": True}
+    probe: dict[str, Any] = {"exec": {"command": ["test", "-f", "/tmp/serving"]}, "periodSeconds": 2}
+    main = container(image, "cat /crash/output.log; exit 1", volumeMounts=[mount])
+    if probed:
+        main["readinessProbe"] = probe
+    return spec([main], volumes=[{"name": "output", "configMap": {"name": "crash-output"}}])
+
+
+def output_map(text: str) -> dict[str, Any]:
+    """The ConfigMap a printing() worker prints."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "crash-output"}, "data": {"output.log": text}}
+
+
+def restarts(pod: dict[str, Any]) -> int:
+    return max((s.get("restartCount", 0) for s in pod.get("status", {}).get("containerStatuses", [])), default=0)
+
+
+def crashed(pod: dict[str, Any]) -> bool:
+    """The kubelet wrote a run of a container that ended with exit code 1 (now, or as its last state)."""
+    for s in pod.get("status", {}).get("containerStatuses", []):
+        for state in (s.get("state", {}), s.get("lastState", {})):
+            if state.get("terminated", {}).get("exitCode") == 1:
+                return True
+    return False
+
+
+def crash_looping(pod: dict[str, Any]) -> bool:
+    """The upstream rule on one version: not Ready, a container restarted twice and down after a non-zero exit."""
+    ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+    if ready and ready[0]["status"] == "True":
+        return False
+    for s in pod.get("status", {}).get("containerStatuses", []):
+        state = s.get("state", {})
+        terminated = state.get("terminated") or s.get("lastState", {}).get("terminated") or {}
+        if s.get("restartCount", 0) >= 2 and "running" not in state and terminated.get("exitCode"):
+            return True
+    return False
+
+
 def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None:
     """The graph llm with one component, worker: its DGD and DCD as the operator leaves them, and the
     DCD's Deployment, whose Pods carry the graph's labels, with the case's Pod spec."""
@@ -722,11 +766,11 @@ def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None
     make_worker(kube, namespace, template)
 
 
-def make_worker(kube: Kube, namespace: str, template: dict[str, Any]) -> None:
+def make_worker(kube: Kube, namespace: str, template: dict[str, Any], graph: str = "llm") -> None:
     """The Deployment of make_component()'s worker alone, on a graph made before (make_graph without
     Deployments): what lets a test start its waiters on the graph before any Pod runs."""
-    dcd = kube.get(f"{dcds(namespace)}/llm-worker")
-    manifest = deployment("llm-worker", "llm", "worker", dcd)
+    dcd = kube.get(f"{dcds(namespace)}/{graph}-worker")
+    manifest = deployment(f"{graph}-worker", graph, "worker", dcd)
     manifest["spec"]["template"]["spec"] = template
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", manifest)
 

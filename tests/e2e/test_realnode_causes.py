@@ -7,12 +7,15 @@ one `crashwatch run` and one `crashwatch record` (`--recovery-window 30s`, as in
 the worker prints a real crashed run's output from the corpus (tests/data/crashlogs, mounted from a ConfigMap)
 and exits 1:
 
-- gated: vLLM's 401 on the config of the gated meta-llama/Meta-Llama-3-8B-Instruct. The DGD reads `failed`,
+- gated: vLLM's 401 on the config of the gated meta-llama/Meta-Llama-3-8B-Instruct, by a worker with a
+  readiness probe that does not pass (as the Dynamo operator probes every worker). The DGD reads `failed`,
   `Stalled=True` ComponentCrashedCertainCause naming the model (and no line of the output) while the worker's
   restart count is at most 1, the first crash; `crashwatch wait` and `helm install --wait` of the adopted
   graph, both started before the worker ran, exit on that verdict; kstatus reads Failed, Argo CD's check
   Degraded. The fix (a container that keeps running) clears it as a crash loop clears; `wait` then reads
   ready, kstatus Current, Argo CD Healthy and `helm upgrade --wait` succeeds.
+- gated-ready: the same without a probe, Ready from each start to its crash: failed at a restart count of at
+  most 1 too (a Ready Pod is not failed, so the verdict may wait for the second crash, a moment later).
 - etcd: Dynamo's runtime failing to reach etcd, a cause that may pass on a retry: no version of the DGD is
   failed (nor Stalled) before the kubelet's write that makes the crash loop (restart count 2, down, after
   its 10 s and 20 s backoffs); then the crash-loop rule fails it, its words naming etcd, and `wait` exits 1
@@ -44,8 +47,21 @@ import yaml
 from argocd import DCD, DGD, health
 from cli import run
 from dynamo import adopted_by_helm, conditions, dcds, dgds, make_graph
-from kube import Kube, eventually
-from realnode import HelmRun, Version, Versions, WaitRun, container, make_worker, spec
+from kube import eventually
+from realnode import (
+    HelmRun,
+    Version,
+    Versions,
+    WaitRun,
+    container,
+    crash_looping,
+    crashed,
+    make_worker,
+    output_map,
+    printing,
+    restarts,
+    spec,
+)
 from watcher import Watcher
 
 pytestmark = pytest.mark.e2e
@@ -68,27 +84,9 @@ LOOP_TIMEOUT = 600  # ... for the crash loop, which waits on the kubelet's backo
 # --- the workers ------------------------------------------------------------------------------------------
 
 
-def printing(image: str, probed: bool = False) -> dict[str, Any]:
-    """A worker that prints a crashed run's output (the ConfigMap `crash-output`) and exits 1; `probed`: with a
-    readiness probe that does not pass while it crashes, as the Dynamo operator gives every worker (HTTP on
-    its system port, which a worker that dies loading its model never serves), else Ready while it runs."""
-    mount = {"name": "output", "mountPath": "/crash", "readOnly": True}
-    probe: dict[str, Any] = {
-        "readinessProbe": {"exec": {"command": ["test", "-f", "/tmp/serving"]}, "periodSeconds": 2}
-    }
-    return spec(
-        [container(image, "cat /crash/output.log; exit 1", volumeMounts=[mount], **(probe if probed else {}))],
-        volumes=[{"name": "output", "configMap": {"name": "crash-output"}}],
-    )
-
-
 def slow_start(image: str) -> dict[str, Any]:
     probe = {"exec": {"command": ["test", "-f", "/tmp/ready"]}, "periodSeconds": 2}
     return spec([container(image, f"(sleep {READY_AFTER}; touch /tmp/ready) & exec sleep 3600", readinessProbe=probe)])
-
-
-def output_map(text: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "crash-output"}, "data": {"output.log": text}}
 
 
 # --- what the versions say --------------------------------------------------------------------------------
@@ -96,31 +94,6 @@ def output_map(text: str) -> dict[str, Any]:
 
 def statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return list(pod.get("status", {}).get("containerStatuses", []))
-
-
-def restarts(pod: dict[str, Any]) -> int:
-    return max((s.get("restartCount", 0) for s in statuses(pod)), default=0)
-
-
-def crashed(pod: dict[str, Any]) -> bool:
-    """The kubelet wrote a run of the container that ended with exit code 1 (now, or as its last state)."""
-    for s in statuses(pod):
-        for state in (s.get("state", {}), s.get("lastState", {})):
-            if state.get("terminated", {}).get("exitCode") == 1:
-                return True
-    return False
-
-
-def crash_looping(pod: dict[str, Any]) -> bool:
-    """The upstream rule on one version: not Ready, a container restarted twice and down after a non-zero exit."""
-    if conditions(pod).get("Ready", {}).get("status") == "True":
-        return False
-    for s in statuses(pod):
-        state = s.get("state", {})
-        terminated = state.get("terminated") or s.get("lastState", {}).get("terminated") or {}
-        if s.get("restartCount", 0) >= 2 and "running" not in state and terminated.get("exitCode"):
-            return True
-    return False
 
 
 def stalled(obj: dict[str, Any], status: str, reason: str | None = None) -> bool:
@@ -138,11 +111,6 @@ def looping(dgd: dict[str, Any]) -> bool:
 
 def failing(obj: dict[str, Any]) -> bool:
     return obj.get("status", {}).get("state") == "failed" or stalled(obj, "True")
-
-
-def worker_pods(kube: Kube, namespace: str) -> list[dict[str, Any]]:
-    items = kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
-    return [p for p in items if "deletionTimestamp" not in p["metadata"]]
 
 
 # --- the session ------------------------------------------------------------------------------------------
