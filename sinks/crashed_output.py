@@ -120,7 +120,7 @@ def text_block(last: LastLines) -> bytes:
 
 
 class LogsLine(msgspec.Struct):
-    """`tail -o json`: the lines after a component's line, keys in this order."""
+    """`tail -o json` (and `-o yaml`): the lines after a component's line, keys in this order."""
 
     kind: Literal["logs"]
     time: str | None
@@ -136,7 +136,7 @@ class LogsLine(msgspec.Struct):
 _encode = msgspec.json.Encoder().encode
 
 
-def logs_line(change: ComponentChange, last: LastLines) -> bytes:
+def logs_line(change: ComponentChange, last: LastLines, fmt: Literal["json", "yaml"] = "json") -> bytes:
     line = LogsLine(
         "logs",
         change.time,
@@ -148,7 +148,7 @@ def logs_line(change: ComponentChange, last: LastLines) -> bytes:
         last.previous,
         last.lines,
     )
-    return _encode(line) + b"\n"
+    return _encode(line) + b"\n" if fmt == "json" else b"---\n" + msgspec.yaml.encode(line)
 
 
 async def print_lines_with_logs(
@@ -156,7 +156,7 @@ async def print_lines_with_logs(
     out: BinaryIO,
     render: Callable[[Output], bytes | None],
     reader: LogReader,
-    fmt: Literal["text", "json"],
+    fmt: Literal["text", "json", "yaml"],
 ) -> None:
     """`tail`'s printer: each verdict line as sinks.stdout prints it, and under a component's new crash
     its container's last lines (read before the next batch is taken: a crash loop is slow, and the
@@ -174,7 +174,7 @@ async def print_lines_with_logs(
                     assert finding is not None
                     last = await reader.read(item.namespace, finding.pod, finding.container)
                     if last is not None:
-                        chunk += logs_line(item, last) if fmt == "json" else text_block(last)
+                        chunk += text_block(last) if fmt == "text" else logs_line(item, last, fmt)
             if chunk:
                 out.write(chunk)
                 out.flush()

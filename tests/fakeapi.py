@@ -6,17 +6,23 @@ one), GET and merge-PATCH of the status subresource with resourceVersion precond
 server does, and a Pod's log (pods/log) as kubelet serves it through the API server: the current or the
 previous instance of a container by its status, `tailLines`, then `limitBytes` counted from the first of
 those lines. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
-malformed line, a stream that goes silent, an ERROR event with 410. Every request is logged, with the
-time it came, for the tests to assert on.
+malformed line, a stream that goes silent, an ERROR event with 410 (and, for discovery, a status: a
+401 or 403 at the first request). It may serve HTTPS with a certificate a test makes, and listen on a
+port a stopped one used (a server that comes back). Every request is logged, with the time it came, for
+the tests to assert on. `ServedFake` runs one on an event loop of its own, for the CLI run as a subprocess.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
+import ssl
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +37,10 @@ RESOURCES = {
     ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
     ("coordination.k8s.io", "leases"): "Lease",  # leader election: GET, POST (create), PUT (update)
     ("events.k8s.io", "events"): "Event",  # Kubernetes Events: POST (create), PATCH (a series' count)
+    # the status admission webhook's registration: GET (its check, sinks.admission_trust)
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): "MutatingWebhookConfiguration",
 }
+CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}  # kept under the namespace ""
 
 
 @dataclass
@@ -94,10 +103,11 @@ class FakeApi:
         """Create or replace an object (a new resourceVersion), recorded in the watch history."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "ns")
+        if plural not in CLUSTER_SCOPED:
+            meta.setdefault("namespace", "ns")
         meta.setdefault("uid", f"uid-{meta['name']}")
         meta["resourceVersion"] = self._next()
-        key = (meta["namespace"], meta["name"])
+        key = (meta.get("namespace", ""), meta["name"])
         kind = "MODIFIED" if key in self.objects[plural] else "ADDED"
         self.objects[plural][key] = obj
         self.history[plural].append((self.version, kind, copy.deepcopy(obj)))
@@ -151,15 +161,16 @@ class FakeApi:
 
     # --- serving -------------------------------------------------------------------------------------
 
-    async def start(self) -> FakeApi:
+    async def start(self, tls: ssl.SSLContext | None = None, port: int = 0) -> FakeApi:
+        """Listen on loopback (HTTPS with `tls`), on `port` (0: a free one)."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=tls, reuse_address=True)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls is not None else 'http'}://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:
@@ -179,15 +190,19 @@ class FakeApi:
     def _shutting_down(self) -> web.Response:
         return _status(503, "ServiceUnavailable", "the server is shutting down")
 
-    def kubeconfig(self, folder: Path, namespace: str = "ns") -> Path:
+    def kubeconfig(self, folder: Path, namespace: str = "ns", ca: bytes | None = None) -> Path:
+        """A kubeconfig for this server (trusting the CA `ca` when it serves HTTPS)."""
         path = folder / "kubeconfig"
+        cluster: dict[str, str] = {"server": self.url}
+        if ca is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
         path.write_text(
             yaml.safe_dump(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
                     "current-context": "fake",
-                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "clusters": [{"name": "fake", "cluster": cluster}],
                     "users": [{"name": "u", "user": {"token": "secret"}}],
                     "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u", "namespace": namespace}}],
                 }
@@ -200,6 +215,9 @@ class FakeApi:
         self.requests.append(Request(time.monotonic(), request.method, request.path, dict(request.query), body))
         parts = [p for p in request.path.split("/") if p]
         if parts[:2] == ["apis", "nvidia.com"] and len(parts) == 3:  # discovery of one version
+            fault = self._take_fault("discovery")
+            if fault is not None and fault.kind == "status":
+                return _status(fault.status, "Fault", "injected", fault.headers)
             if not self.serve_dynamo or parts[2] not in self.dynamo_versions:
                 return _status(404, "NotFound", "the server could not find the requested resource")
             return web.json_response(
@@ -243,12 +261,18 @@ class FakeApi:
             if term.startswith("metadata.name=") and meta.get("name") != term.split("=", 1)[1]:
                 return False
         labels = meta.get("labels") or {}
-        return all(term in labels for term in (selector or "").split(",") if term)
+        for term in (selector or "").split(","):  # `key` and `key=value`, the terms the tests send
+            key, equals, value = term.partition("=")
+            if term and (key not in labels or (equals and labels[key] != value)):
+                return False
+        return True
 
     async def _list(self, request: web.Request, group: str, plural: str, namespace: str | None) -> web.StreamResponse:
         fault = self._take_fault(f"list {plural}")
         if fault is not None and fault.kind == "status":
             return _status(fault.status, "Fault", "injected", fault.headers)
+        if fault is not None and fault.kind == "delay" and await self._pause(fault.seconds):
+            return self._shutting_down()
         selector = request.query.get("labelSelector")
         items = [o for k, o in sorted(self.objects[plural].items()) if self._selected(o, namespace, selector)]
         limit = int(request.query.get("limit", "0") or 0)
@@ -515,3 +539,42 @@ def healthy(name: str, **kw: Any) -> dict[str, Any]:
     return pod(
         name, phase="Running", conditions=[{"type": "Ready", "status": "True"}], containerStatuses=[container], **kw
     )
+
+
+class ServedFake:
+    """The fake API server on an event loop of its own, in a thread, for subprocess clients."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None, port: int = 0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.api = FakeApi()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self.api.start(tls, port))
+
+    def call(self, coroutine: object) -> object:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
+
+    def do(self, fn: Callable[..., object], *args: object) -> None:
+        async def run_it() -> None:
+            fn(*args)
+
+        self.call(run_it())
+
+    @property
+    def port(self) -> int:
+        return int(self.api.url.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        self.call(self.api.stop())
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.call(cancel_the_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        assert not self.thread.is_alive(), "the fake API server's loop did not stop"
+        self.loop.close()  # its selector and self-pipe sockets with it

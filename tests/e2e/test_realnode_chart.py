@@ -296,6 +296,10 @@ def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_se
         ]
         code, log = kube.get_raw(f"/api/v1/namespaces/{where}/pods/{pod['metadata']['name']}/log")
         assert code == 200 and b"another writer's status write made to say" in log
+        # the Pod checked the chart's registration with the chart's grant: it trusts what the Pod serves
+        name = next(doc for doc in docs if doc["kind"] == "MutatingWebhookConfiguration")["metadata"]["name"]
+        assert f"the caBundle of MutatingWebhookConfiguration {name} signs the certificate served".encode() in log
+        assert b"cannot verify" not in log and b"not allowed to read" not in log
 
         helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
         for doc in docs:

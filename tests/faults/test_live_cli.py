@@ -2,64 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import signal
 import socket
-import threading
 import time
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli import run
-from fakeapi import FakeApi, Fault, crashing, pod
+from fakeapi import Fault, ServedFake, crashing, pod
 from watcher import Watcher, http_get
-
-
-class ServedFake:
-    """The fake API server on an event loop of its own, in a thread, for subprocess clients."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.api = FakeApi()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.call(self.api.start())
-
-    def call(self, coroutine: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
-
-    def do(self, fn: object, *args: object) -> None:
-        async def run_it() -> None:
-            fn(*args)  # type: ignore[operator]
-
-        self.call(run_it())
-
-    def stop(self) -> None:
-        self.call(self.api.stop())
-
-        async def cancel_the_rest() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self.call(cancel_the_rest())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        assert not self.thread.is_alive(), "the fake API server's loop did not stop"
-        self.loop.close()  # its selector and self-pipe sockets with it
-
-
-@pytest.fixture
-def fake() -> Iterator[ServedFake]:
-    served = ServedFake()
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
@@ -252,14 +205,44 @@ def test_the_admission_webhook_without_a_usable_certificate_or_port_exits_naming
     assert fake.api.requests_of("GET", "pods", watch=False) == []
 
 
-def test_stopped_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
+def test_run_checks_the_webhooks_registration_and_says_a_ca_bundle_that_does_not_sign_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    """The wiring of --admission-configuration: the check's line on stderr and its gauge on /metrics
+    (what it finds in each case: tests/faults/test_admission_trust.py)."""
+    import base64
+
+    from operators import webhook_certs
+
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    other = webhook_certs(())  # the CA of another render
+    config = {"url": "https://127.0.0.1:9443/admit-status", "caBundle": base64.b64encode(other.ca).decode()}
+    hook = {"metadata": {"name": "cw"}, "webhooks": [{"name": "status.crashwatch.dev", "clientConfig": config}]}
+    fake.do(fake.api.put, "mutatingwebhookconfigurations", hook)
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    admission = ("--admission-address", "127.0.0.1:0", *tls, "--admission-configuration", "cw")
+    config_args = ("--http-address", "127.0.0.1:0", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    with Watcher("run", *admission, *config_args) as w:
+        w.wait_for(lambda: "cannot verify this webhook's certificate" in w.stderr(), what="the check's line")
+        _, metrics = http_get(f"{w.served_at()}/metrics")
+        assert 'crashwatch_admission_trusted{configuration="cw"} 0.0' in metrics
+        assert w.stop() == 0
+    assert "the caBundle of MutatingWebhookConfiguration cw (webhook status.crashwatch.dev) does not sign" in w.stderr()
+    result = run("run", "--admission-configuration", "cw", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    assert result.returncode == 2 and b"--admission-configuration is for --admission-address" in result.stderr
+
+
+def test_stopped_while_the_server_cannot_be_reached_any_more(tmp_path: Path) -> None:
+    """A watcher that has listed outlives its API server (it retries, and says so once); a stop still stops it."""
     served = ServedFake()
     config = served.api.kubeconfig(tmp_path)
-    served.stop()  # nothing listens there any more
     with Watcher("tail", "--kubeconfig", str(config)) as w:
-        w.wait_for(lambda: "retrying in" in w.stderr(), 10, "a retry")
+        w.wait_synced()
+        served.stop()  # nothing listens there any more
+        w.wait_for(lambda: "retrying until it answers" in w.stderr(), 60, "the outage said")
         assert w.stop() == 0
-    assert "cannot reach" in w.stderr() and "Traceback" not in w.stderr()
+    assert w.stderr().count("cannot reach the API server") == 1, w.stderr()
+    assert "Traceback" not in w.stderr()
 
 
 def test_forbidden_exits_77_naming_what(fake: ServedFake, tmp_path: Path) -> None:
@@ -320,7 +303,8 @@ def test_record_into_a_folder_that_does_not_exist_exits_73(fake: ServedFake, tmp
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
-    assert b"usage: crashwatch" in result.stderr
+    error, see = result.stderr.decode().splitlines()  # its one line, and where the help is: no usage before it
+    assert error.startswith(f"crashwatch {args[0]}: error: ") and see == f"see 'crashwatch {args[0]} --help'"
 
 
 def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake: ServedFake, tmp_path: Path) -> None:

@@ -3,14 +3,19 @@ closing the finding's words, and a cause that is certain failing the graph at th
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 from builders import container, dcd, dgd, event, labels, pod
 
 from pipeline.diagnoses import Settings
 from pipeline.outputs import ComponentChange, ExplainWanted, GraphChange, Output, StatusWanted
 from pipeline.pipeline import Pipeline
+from sinks.wait import GraphWaiter
 from stream.model.events import CrashOutput
 
 T = "2026-11-20T10:{:02d}:{:02d}Z"
@@ -181,3 +186,33 @@ def test_a_replay_asks_for_nothing_yet_an_output_its_record_holds_fails_the_firs
     (change,) = of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))]))
     assert change.finding is not None and change.finding.diagnosis == "certain_crash"
     assert (change.finding.restarts, change.finding.exit_code) == (0, 1)
+
+
+@pytest.mark.anyio
+async def test_wait_says_why_first_on_failure_and_its_json_carries_the_cause() -> None:
+    pipeline = Pipeline(synced=False, readiness=True, recovery_window=60)
+    pipeline.feed(
+        [event("ADDED", dgd(), at(0)), event("ADDED", worker(state="terminated", restarts=0, ended=at(1)), at(1))]
+    )
+    outputs = pipeline.sync(at(1)) + pipeline.feed([crash_output(GATED, at(1))])
+    for fmt in ("text", "json"):
+        out = io.BytesIO()
+        waiter = GraphWaiter([("ns", "g")], fmt, out, lambda _: None, lambda: None)
+        send, receive = anyio.create_memory_object_stream[list[Output]](4)
+        async with send:
+            await send.send(outputs)
+        await waiter.run(receive)
+        assert waiter.result == "failed"
+        text = out.getvalue().decode()
+        if fmt == "text":
+            lines = text.splitlines()
+            assert lines[0].startswith("ns/g  FAILED  component_crashed_with_certain_cause")
+            assert lines[1] == (
+                "  why: worker: the model meta-llama/Llama-3.1-8B-Instruct is gated or private: the Hugging Face "
+                "token is missing or has no access (model_access_denied)"
+            )
+            assert lines[2].startswith("  fix: ")
+        else:
+            (entry,) = json.loads(text)["graphs"][0]["crash_looping"]
+            assert entry["cause"]["class"] == "model_access_denied" and entry["cause"]["certain"]
+            assert entry["cause"]["fields"] == {"model": "meta-llama/Llama-3.1-8B-Instruct"}

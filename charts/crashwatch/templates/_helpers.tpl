@@ -42,6 +42,11 @@ with hostNetwork), never a Service. */}}
 {{- end }}
 {{- end }}
 
+{{/* The webhook's MutatingWebhookConfiguration (cluster-scoped: the release's namespace in its name). */}}
+{{- define "crashwatch.admissionConfiguration" -}}
+{{- printf "%s-%s" (include "crashwatch.fullname" .) .Release.Namespace }}
+{{- end }}
+
 {{/* The names the API server may check when it calls the webhook through the Service. */}}
 {{- define "crashwatch.admissionNames" -}}
 {{- $fullname := include "crashwatch.fullname" . }}
@@ -200,6 +205,9 @@ spec:
         - /etc/crashwatch/admission/tls.key
         - --admission-wait
         - {{ .Values.admission.wait }}
+        # checked against what the Pod serves: a caBundle that does not sign it is said, not silent
+        - --admission-configuration
+        - {{ include "crashwatch.admissionConfiguration" . }}
         {{- if .Values.admission.clientCA }}
         - --tls-client-ca-file
         - /etc/crashwatch/admission-client-ca/ca.crt
