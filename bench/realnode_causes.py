@@ -30,8 +30,8 @@ it arrives) is the clock:
   version (the classification, the status writes, the watch's delivery); the reads the record skipped
   because the Pod's status moved while it read (a first crash whose output is never read waits for the
   next crash's);
-- the read alone: the same three requests (GET the Pod, its log as `previous`, the Pod again) timed one
-  after the other against a crash-looping worker;
+- the read alone: the reader's own read (stream.sources.crash_output: GET the Pod, its log, the Pod again),
+  of the last crash of a crash-looping worker no crashwatch watches, 20 one after the other;
 - the classification alone: `pipeline.causes.scan.classify` on the output, its first call (the catalog
   loads then) and a warm one.
 
@@ -114,6 +114,8 @@ class Figures:
     read_to_verdict: list[float] = field(default_factory=list)  # its read's end -> the DGD version (run's)
     skipped: int = 0  # first crashes whose output the record did not read
     read_alone: list[float] = field(default_factory=list)
+    read_skipped: int = 0
+    read_failed: int = 0
     classify_first: float = 0.0
     classify_warm: float = 0.0
 
@@ -158,7 +160,7 @@ def breakdown(figures: Figures, graphs: dict[str, Graph], record: Path, offset: 
             continue
         if entry["type"] == "CRASH_OUTPUT":
             reads.setdefault(obj["pod"], []).append((when, obj))
-        elif obj.get("kind") == "Pod":
+        elif obj.get("kind") == "Pod" and entry["type"] in ("ADDED", "MODIFIED"):
             pod_graph[obj["metadata"]["name"]] = graph_of(obj)
             for end in finished_at(obj):
                 seen_crash.setdefault((obj["metadata"]["name"], end), when)
@@ -175,19 +177,40 @@ def breakdown(figures: Figures, graphs: dict[str, Graph], record: Path, offset: 
         figures.read_to_verdict.append(g.verdict.arrived + offset - when)
 
 
-def read_alone(kube: Kube, namespace: str, times: int) -> list[float]:
-    """GET the Pod, its log (`previous`, as for a container that waits again), the Pod: as the reader does."""
-    (pod,) = kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
-    path = f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}"
-    took = []
-    for _ in range(times):
-        start = time.monotonic()
-        kube.get(path)
-        status, body = kube.get_raw(f"{path}/log?container=main&tailLines=5000&limitBytes=524288&previous=true")
-        assert status == 200 and b"401 Client Error" in body, (status, body[:200])
-        kube.get(path)
-        took.append(time.monotonic() - start)
-    return took
+def read_alone(kube: Kube, kubeconfig: str, namespace: str, times: int) -> tuple[list[float], int, int]:
+    """The reader's own read (stream.sources.crash_output: GET the Pod, its log, the Pod again), of the last
+    crash of a crash-looping worker, one after the other; and how many gave no output: skipped (the run
+    moved while it was read) and failed (said on stderr)."""
+    import anyio
+
+    from stream.sources.client import KubeClient
+    from stream.sources.crash_output import CrashOutputReader, Wanted
+
+    async def emit(outputs: list[Any]) -> None:
+        return None
+
+    async def reads() -> tuple[list[float], int, int]:
+        client = await KubeClient.connect(kubeconfig)
+        reader = CrashOutputReader(client, emit, log=lambda message: print(message, file=sys.stderr))
+        took, none = [], 0
+        try:
+            for _ in range(times):
+                (pod,) = kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+                (status,) = pod["status"]["containerStatuses"]
+                run = status["state"].get("terminated") or status["lastState"]["terminated"]
+                wanted = Wanted(namespace, pod["metadata"]["name"], pod["metadata"]["uid"], "main", run["finishedAt"])
+                start = time.monotonic()
+                output = await reader.read(wanted)
+                took.append(time.monotonic() - start)
+                if output is None:
+                    none += 1
+                else:
+                    assert "401 Client Error" in output.text, output.text[-200:]
+        finally:
+            await client.close()
+        return took, none - reader.stats.failed, reader.stats.failed
+
+    return anyio.run(reads)
 
 
 def classification() -> tuple[float, float]:
@@ -255,7 +278,7 @@ def run_bench(node: realnode.Node, folder: Path, count: int, every: float, probe
             while not any(restarts(v.obj) >= 1 for v in pods.snapshot(READS)) and time.monotonic() < deadline:
                 time.sleep(0.5)
             figures = Figures()
-            figures.read_alone = read_alone(kube, READS, 20)
+            figures.read_alone, figures.read_skipped, figures.read_failed = read_alone(kube, kubeconfig, READS, 20)
         for w in (runner, base, rec):
             assert w.process.returncode == 0, w.stderr()
     finally:
@@ -292,7 +315,9 @@ def report(figures: Figures, count: int, every: float, probed: bool) -> None:
     print(f"  the crash seen -> its read ended (pacing, the Pod, the log, the Pod): {describe(figures.to_read)}")
     print(f"  the read ended -> the DGD version seen (classify, write, deliver): {describe(figures.read_to_verdict)}")
     print(f"  graphs whose first crash's read was skipped (the Pod's status moved during it): {figures.skipped}")
-    print(f"  the read alone (GET Pod, GET log previous, GET Pod), 20 in a row: {describe(figures.read_alone)}")
+    alone = describe(figures.read_alone)
+    print(f"  the reader's read alone (GET Pod, GET log, GET Pod), 20 in a row: {alone}")
+    print(f"    of which skipped (the run moved while read): {figures.read_skipped}, failed: {figures.read_failed}")
     print(
         f"  the classification alone: first call {figures.classify_first * 1000:.1f} ms (the catalog loads), "
         f"warm {figures.classify_warm * 1000:.2f} ms"
