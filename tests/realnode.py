@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import fcntl
+import http.client
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,7 +55,7 @@ from typing import IO, TYPE_CHECKING, Any
 import envtest
 import yaml
 from cli import crashwatch_command
-from dynamo import dcds, deployment, make_graph
+from dynamo import dcds, deployment, dgds, make_graph
 from kube import ApiError, Kube
 
 if TYPE_CHECKING:
@@ -713,12 +715,62 @@ def spec(containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     }
 
 
+def printing(image: str, probed: bool = False) -> dict[str, Any]:
+    """A worker that prints a crashed run's output (the ConfigMap of output_map(), e.g. a file of
+    tests/data/crashlogs) and exits 1. `probed`: with a readiness probe that does not pass while it crashes, as
+    the Dynamo operator gives every worker (HTTP on its system port, which a worker that dies loading its
+    model never serves); else Ready from each start to its crash."""
+    mount = {"name": "output", "mountPath": "/crash", "readOnly": True}
+    probe: dict[str, Any] = {"exec": {"command": ["test", "-f", "/tmp/serving"]}, "periodSeconds": 2}
+    main = container(image, "cat /crash/output.log; exit 1", volumeMounts=[mount])
+    if probed:
+        main["readinessProbe"] = probe
+    return spec([main], volumes=[{"name": "output", "configMap": {"name": "crash-output"}}])
+
+
+def output_map(text: str) -> dict[str, Any]:
+    """The ConfigMap a printing() worker prints."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "crash-output"}, "data": {"output.log": text}}
+
+
+def restarts(pod: dict[str, Any]) -> int:
+    return max((s.get("restartCount", 0) for s in pod.get("status", {}).get("containerStatuses", [])), default=0)
+
+
+def crashed(pod: dict[str, Any]) -> bool:
+    """The kubelet wrote a run of a container that ended with exit code 1 (now, or as its last state)."""
+    for s in pod.get("status", {}).get("containerStatuses", []):
+        for state in (s.get("state", {}), s.get("lastState", {})):
+            if state.get("terminated", {}).get("exitCode") == 1:
+                return True
+    return False
+
+
+def crash_looping(pod: dict[str, Any]) -> bool:
+    """The upstream rule on one version: not Ready, a container restarted twice and down after a non-zero exit."""
+    ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+    if ready and ready[0]["status"] == "True":
+        return False
+    for s in pod.get("status", {}).get("containerStatuses", []):
+        state = s.get("state", {})
+        terminated = state.get("terminated") or s.get("lastState", {}).get("terminated") or {}
+        if s.get("restartCount", 0) >= 2 and "running" not in state and terminated.get("exitCode"):
+            return True
+    return False
+
+
 def make_component(kube: Kube, namespace: str, template: dict[str, Any]) -> None:
     """The graph llm with one component, worker: its DGD and DCD as the operator leaves them, and the
     DCD's Deployment, whose Pods carry the graph's labels, with the case's Pod spec."""
     make_graph(kube, namespace, deployments=False)
-    dcd = kube.get(f"{dcds(namespace)}/llm-worker")
-    manifest = deployment("llm-worker", "llm", "worker", dcd)
+    make_worker(kube, namespace, template)
+
+
+def make_worker(kube: Kube, namespace: str, template: dict[str, Any], graph: str = "llm") -> None:
+    """The Deployment of make_component()'s worker alone, on a graph made before (make_graph without
+    Deployments): what lets a test start its waiters on the graph before any Pod runs."""
+    dcd = kube.get(f"{dcds(namespace)}/{graph}-worker")
+    manifest = deployment(f"{graph}-worker", graph, "worker", dcd)
     manifest["spec"]["template"]["spec"] = template
     kube.create(f"/apis/apps/v1/namespaces/{namespace}/deployments", manifest)
 
@@ -734,3 +786,236 @@ def wait_for_graph(namespace: str, kubeconfig: Path, timeout: str, *flags: str) 
         stdin=subprocess.DEVNULL,
         text=True,
     )
+
+
+# --- every version of what the node and crashwatch write ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Version:
+    arrived: float  # time.monotonic() when the watch delivered it
+    obj: dict[str, Any]
+
+    @property
+    def namespace(self) -> str:
+        return str(self.obj["metadata"].get("namespace", ""))
+
+    @property
+    def revision(self) -> int:
+        """The object's resourceVersion as a number. On this node's control plane (one etcd) it is etcd's
+        revision, shared by every resource: it orders a Pod's versions and a DGD's as they were written,
+        which arrival times of two watches can only approximate."""
+        return int(self.obj["metadata"]["resourceVersion"])
+
+
+class Versions(threading.Thread):
+    """Every version of a collection (`path`, e.g. all namespaces' Pods) as the API server's watch delivers
+    it, each with its arrival: a list, then a watch resumed from the last version seen whenever it ends (its
+    timeout, a cut), so that none is missed; listed again only where the API server cannot resume (an ERROR
+    event: 410 Gone), each such gap counted in `relists`, where versions may be missing."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        super().__init__(daemon=True)
+        self.kube, self.path = kube, path
+        self.stopping = threading.Event()
+        self.listed = threading.Event()
+        self.relists = 0
+        self._versions: list[Version] = []
+        self._lock = threading.Lock()
+
+    def run(self) -> None:
+        version = ""
+        while not self.stopping.is_set():
+            with contextlib.suppress(OSError, ApiError, ValueError, http.client.HTTPException):
+                if not version:
+                    version = self._list()
+                version = self._follow(version)
+            self.stopping.wait(0.2)
+
+    def _list(self) -> str:
+        listed = self.kube.get(self.path)
+        now = time.monotonic()
+        with self._lock:
+            self._versions += (Version(now, item) for item in listed["items"])
+        if self.listed.is_set():
+            self.relists += 1
+        self.listed.set()
+        return str(listed["metadata"]["resourceVersion"])
+
+    def _follow(self, version: str) -> str:
+        """Watch from `version`; the last version seen when the watch ends, or "" to list again."""
+        connection = http.client.HTTPSConnection(self.kube.host, self.kube.port, context=self.kube.context, timeout=60)
+        query = f"watch=true&allowWatchBookmarks=true&resourceVersion={version}&timeoutSeconds=30"
+        try:
+            connection.request("GET", f"{self.path}?{query}")
+            response = connection.getresponse()
+            if response.status == 410:
+                return ""
+            if response.status != 200:
+                return version
+            while not self.stopping.is_set():
+                line = response.readline()
+                if not line:
+                    return version
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    return ""
+                version = str(event["object"]["metadata"]["resourceVersion"])
+                if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                    with self._lock:
+                        self._versions.append(Version(time.monotonic(), event["object"]))
+            return version
+        finally:
+            connection.close()
+
+    def snapshot(self, namespace: str | None = None) -> list[Version]:
+        """The versions delivered so far (of one namespace, if given), in the order they were written."""
+        with self._lock:
+            found = [v for v in self._versions if namespace is None or v.namespace == namespace]
+        unique = {(v.obj["metadata"].get("uid"), v.revision): v for v in found}
+        return sorted(unique.values(), key=lambda v: v.revision)
+
+    def first(self, namespace: str, holds: Callable[[dict[str, Any]], bool]) -> Version | None:
+        return next((v for v in self.snapshot(namespace) if holds(v.obj)), None)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+def watched(kube: Kube, *paths: str) -> list[Versions]:
+    """Versions of each collection, started and listed (a new CRD's first list may take a moment)."""
+    watches = [Versions(kube, path) for path in paths]
+    for w in watches:
+        w.start()
+    for w in watches:
+        assert w.listed.wait(60), f"{w.path}: never listed"
+    return watches
+
+
+# --- the waiters beside crashwatch --------------------------------------------------------------------------
+
+
+class HelmRun:
+    """The real helm (v4) in the background on one namespace, with homes of its own, its output in a file;
+    `exited` is the monotonic time its exit was seen. Killed by `stop` if still running."""
+
+    def __init__(self, helm: Path, kubeconfig: Path, namespace: str, home: Path, *args: str) -> None:
+        from helm import helm_env
+
+        home.mkdir(parents=True, exist_ok=True)
+        self.log = home / f"{args[0]}.log"
+        self.started = time.monotonic()
+        self.exited: float | None = None
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [str(helm), *args, "--namespace", namespace, "--debug"],
+                env=helm_env(home, kubeconfig),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _reap(self) -> None:
+        self.process.wait()
+        self.exited = time.monotonic()
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=15)
+
+
+def waiters() -> Path | None:
+    """CRASHWATCH_WAITERS_BIN's folder (helm, kstatus), or scripts/build-waiters'; None where it cannot be
+    had here (tests/waiters_bin.py says why)."""
+    import pytest
+    from waiters_bin import waiters_bin
+
+    try:
+        return waiters_bin()
+    except pytest.skip.Exception:
+        return None
+
+
+def kstatus(folder: Path, *objects: dict[str, Any]) -> list[dict[str, str]]:
+    """kstatus's verdict on each object (`status.Compute`, through the waiters' helper)."""
+    done = subprocess.run(
+        [str(folder / "kstatus")], input=json.dumps(list(objects)).encode(), capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return [json.loads(line) for line in done.stdout.decode().splitlines()]
+
+
+class WaitRun:
+    """wait_for_graph() in the background: `synced` once it has listed what it waits on (what it says on
+    stderr), its exit code and document (its stderr where it printed none) once it exits, and the monotonic
+    time its exit was seen."""
+
+    def __init__(self, namespace: str, kubeconfig: Path, timeout: str, *flags: str) -> None:
+        self.process = wait_for_graph(namespace, kubeconfig, timeout, *flags)
+        self.exited: float | None = None
+        self.result: tuple[int, dict[str, Any]] = (0, {})
+        self.synced = threading.Event()
+        self._stderr: list[str] = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        threading.Thread(target=self._reap, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.process.stderr is not None
+        with self.process.stderr:
+            for line in self.process.stderr:
+                self._stderr.append(line)
+                if "synced in" in line:
+                    self.synced.set()
+
+    def _reap(self) -> None:
+        assert self.process.stdout is not None
+        with self.process.stdout:
+            out = self.process.stdout.read()
+        self.process.wait()
+        exited = time.monotonic()
+        self.result = (self.process.returncode, json.loads(out) if out.strip() else {"stderr": self.stderr})
+        self.exited = exited  # last: whoever sees it set finds the result
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(timeout=15)
+
+
+def pod_ready(kube: Kube, namespace: str) -> bool:
+    """The namespace holds one Pod (not being deleted), and it is Ready."""
+    pods = [
+        p for p in kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"] if "deletionTimestamp" not in p["metadata"]
+    ]
+    ready = [c for c in pods[0].get("status", {}).get("conditions", []) if c["type"] == "Ready"] if pods else []
+    return len(pods) == 1 and bool(ready) and ready[0]["status"] == "True"
+
+
+def play_the_operator(kube: Kube, namespace: str) -> None:
+    """What the Dynamo operator writes once make_component()'s Deployment is available (no operator runs
+    here): the DCD `Available=True`, the DGD `successful`; every other condition kept as it is."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for path, kind, extra in (
+        (f"{dcds(namespace)}/llm-worker", "Available", {}),
+        (f"{dgds(namespace)}/llm", "Ready", {"state": "successful"}),
+    ):
+        obj = kube.get(path)
+        ready = {
+            "type": kind,
+            "status": "True",
+            "reason": "DeploymentReady" if kind == "Available" else "all_resources_are_ready",
+            "message": "Deployment is ready" if kind == "Available" else "All resources are ready",
+            "lastTransitionTime": now,
+            "observedGeneration": obj["metadata"]["generation"],
+        }
+        kept = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] != kind]
+        kube.merge_patch(f"{path}/status", {"status": {**extra, "conditions": [*kept, ready]}})
