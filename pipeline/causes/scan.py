@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from pipeline.causes import catalog
 from pipeline.causes.cause import UNKNOWN, Cause
@@ -103,9 +104,9 @@ _OUTSIDE = -1  # what _traced says of a line outside any traceback
 
 # What a line's shape says it does when its process is outside any traceback: nothing; keep it as NCCL's last
 # WARN; nothing unless an NCCL WARN waits for its trail; or ask for the long way (it may change the cause)
-_QUIET, _WARN, _TRAIL, _LONG = range(4)
+_QUIET, _WARN, _TRAIL, _LONG, _UNKNOWN = range(5)
 _ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
-_Shape = tuple[int, int, str, int | None, int, int]  # proc's span, header, level, where the body starts, what
+_Shape = list[Any]  # proc's span (start, end), header, level, where the body starts, what it does
 
 
 def _zeros(text: str) -> str:
@@ -119,7 +120,7 @@ def _for(engine: str | None, patterns: Iterable[catalog.Pattern]) -> tuple[catal
 class _Tables:
     """What a scanner reads with, for one engine (or all): built once, shared by every scanner."""
 
-    __slots__ = ("entries", "fatal_warnings", "gate", "serving", "sharp", "zero_gate")
+    __slots__ = ("entries", "fatal_warnings", "flat", "gate", "serving", "sharp", "zero_gate")
 
     def __init__(self, engine: str | None) -> None:
         self.entries = tuple(
@@ -127,6 +128,9 @@ class _Tables:
             for entry in catalog.CATALOG
         )
         patterns = [p for _, patterns in self.entries for p, _ in patterns]
+        self.flat = tuple(
+            (entry, p.needles, p.regex, weight) for entry, patterns in self.entries for p, weight in patterns
+        )
         self.gate = catalog.gate(patterns)
         self.serving = _for(engine, catalog.SERVING)
         self.fatal_warnings = _for(engine, catalog.FATAL_WARNINGS)
@@ -224,14 +228,22 @@ class Scanner:
             self._long(line)
             return
         shape = shapes.get(key)
-        if shape is None:
-            shape = self._learn(key)
+        if shape is None:  # the first line of its shape (most lines of a crash's own text are): the long way
+            start, end, header, level, at, _ = self._learn(key)
+            self._read(line, line, self._stream(line[start:end]), header, level, line[at:])
+            return
         start, end, header, level, at, does = shape
         proc = line[start:end] if end else ""
         stream = self._streams.get(proc)
         if stream is None:
             stream = self._stream(proc)
         if does != _LONG and stream.state == _IDLE and stream.heading == TRACEBACK:
+            if does == _UNKNOWN:
+                text = key.decode()
+                does = shape[5] = self._does(text, level, text[at:])
+                if does == _LONG:
+                    self._read(line, line, stream, header, level, line[at:])
+                    return
             if does == _QUIET:
                 return
             if does == _WARN:
@@ -248,9 +260,8 @@ class Scanner:
 
     def _learn(self, key: bytes) -> _Shape:
         """The shape of the lines that read as `key` with their digits made zeros, remembered."""
-        text = key.decode()
-        start, end, header, level, at = _shape(text)
-        shape = (start, end, header, level, at, self._does(text, level, text[at:]))
+        start, end, header, level, at = _shape(key.decode())
+        shape: _Shape = [start, end, header, level, at, _UNKNOWN]  # what it does: worked out when first needed
         shapes = self._shapes
         assert shapes is not None
         if len(shapes) >= MEMO_ENTRIES:
@@ -401,12 +412,14 @@ class Scanner:
     def _match(self, number: int, line: str, body: str, tier: int, exception: int) -> bool:
         if self._gate.search(body) is None:
             return False
-        for entry, patterns in self._entries:
-            for pattern, weight in patterns:
-                found = pattern.search(body)
-                if found is not None:
-                    self._found(entry, weight, found, number, line, body, tier, exception)
-                    return True
+        for entry, needles, regex, weight in self._tables.flat:  # Pattern.search, without a call per pattern
+            for needle in needles:
+                if needle in body:
+                    found = regex.search(body)
+                    if found is not None:
+                        self._found(entry, weight, found, number, line, body, tier, exception)
+                        return True
+                    break
         return False
 
     def _found(
