@@ -507,7 +507,15 @@ def _shape(text: str) -> tuple[int, int, str, int | None, int]:
         or _PYTHON_WARNING.match(text, position)
     ):
         level = WARNING
-    return start, end, said.translate(_NO_DIGITS), level, position
+    return start, end, _no_digits(said), level, position
+
+
+def _no_digits(text: str) -> str:
+    """`text` without its ASCII digits (through bytes: str.translate is ten times slower)."""
+    try:
+        return text.encode().translate(None, b"0123456789").decode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return text.translate(_NO_DIGITS)
 
 
 def _tier(level: int | None, body: str) -> int:
