@@ -45,7 +45,7 @@ MAX_LINE = 4096  # characters of a line read; a longer one is cut, and so is the
 MAX_STREAMS = 64  # processes whose traceback state is kept (the oldest is dropped past it)
 MAX_MESSAGE = 12  # lines of an exception's message after its first
 MEMO_ENTRIES = 256  # shapes remembered (all are forgotten when it is full)
-MEMO_LINE = 512  # characters of the longest line whose shape is remembered
+MEMO_LINE = 512  # bytes (UTF-8) of the longest line whose shape is remembered
 
 WARNING, PLAIN, ERROR, TRACEBACK = 0, 1, 2, 3  # how loudly a line says it is an error (rule 3)
 
@@ -219,12 +219,14 @@ class Scanner:
         if line.endswith("\r"):
             line = line[:-1]
         shapes = self._shapes
-        if shapes is None or "\x1b" in line or len(line) > MEMO_LINE:
+        if shapes is None or "\x1b" in line:
             self._long(line)
             return
         try:
             key = line.encode().translate(_ZEROS)
         except UnicodeEncodeError:  # a lone surrogate
+            key = b""
+        if not 0 < len(key) <= MEMO_LINE:
             self._long(line)
             return
         shape = shapes.get(key)
