@@ -82,10 +82,14 @@ the crash-looping Pods), and a Warning in each other diagnosis's
 words (ComponentImagePullFailing ...) with Normal ComponentRecovered.
 Statuses are decided once every resource has been listed; a status that already says the verdict
 is not written again. Needs get/list/watch on pods, deployments and the Dynamo CRDs, and
-get/patch on their status subresources, and create/patch on events.k8s.io events.
+get/patch on their status subresources, create/patch on events.k8s.io events, and get on pods and
+pods/log for why a container crashed (--read-causes).
 
-exit codes: 0 stopped by SIGTERM, 2 usage error, 69 the Dynamo CRDs are not served, 77 not allowed
-to list/watch, 78 no usable kubeconfig, --http-address or --admission-address, 130 stopped by Ctrl-C.
+exit codes: 0 stopped by SIGTERM, 2 usage error, 68 the API server did not answer the first request
+(refused, no such host, an untrusted certificate, no answer within --request-timeout; once it has
+answered, an outage is retried and said on stderr), 69 the Dynamo CRDs are not served, 77 credentials
+refused (401) or not allowed to list/watch (403), 78 no usable kubeconfig, --http-address or
+--admission-address, 130 stopped by Ctrl-C.
 """
 
 TAIL_EXAMPLES = """\
@@ -96,8 +100,9 @@ examples:
 Read-only: needs get/list/watch alone. Lines are those of `crashwatch replay`, stamped with the time
 each event arrived (UTC, milliseconds).
 
-exit codes: 0 stopped by SIGTERM, 2 usage error, 77 not allowed to list/watch, 78 no usable
-kubeconfig or --http-address, 130 stopped by Ctrl-C.
+exit codes: 0 stopped by SIGTERM, 2 usage error, 68 the API server did not answer the first request,
+77 credentials refused or not allowed to list/watch, 78 no usable kubeconfig or --http-address, 130
+stopped by Ctrl-C.
 """
 
 RECORD_EXAMPLES = """\
@@ -117,8 +122,9 @@ examples:
   # in CI, after `helm install` or `kubectl apply`: ready, or fail the moment a component crash-loops
   crashwatch wait dgd/llm -n dynamo --timeout 15m
 
-  # every graph of a namespace, with a machine-readable result
+  # every graph of a namespace, with a machine-readable result; or those labelled team=llm
   crashwatch wait --all -n dynamo -o json
+  crashwatch wait -l team=llm -n dynamo --timeout 10m
 
   # as a kubectl plugin
   kubectl crashwatch wait dgd/llm
@@ -129,8 +135,10 @@ goes to stderr, one line whenever a graph's standing changes; the result to stdo
 
 exit codes: 0 every graph is successful at its current generation and none crash-loops, 1 a graph
 failed (a component crash-loops or shows another diagnosis past its grace, or its status says failed),
-3 a named graph does not exist, 124 --timeout ran out (stdout says what it still waits for), 2 usage
-error, 69 the Dynamo CRDs are not served, 77 not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
+3 a named graph does not exist, 124 --timeout ran out (stdout says what it still waits for), 68 the API
+server cannot be reached: it did not answer the first request, or it was gone when --timeout ran out
+(result unreachable; an outage in between is retried), 2 usage error, 69 the Dynamo CRDs are not served,
+77 credentials refused or not allowed to list/watch, 78 no usable kubeconfig, 130 Ctrl-C.
 """
 
 GET_EXAMPLES = """\
@@ -138,12 +146,14 @@ examples:
   crashwatch get -n dynamo                # the graphs of a namespace, one row each
   crashwatch get -A -o wide               # every namespace, with the crash-looping Pods and containers
   crashwatch get dgd/llm -n dynamo -o json
+  crashwatch get -A -l team=llm -o name   # kubectl's selector and output forms (-o yaml too)
 
 Columns: NAME, STATE (as the DGD says), VERDICT (crashwatch's: ready, waiting, failed, crash-looping),
 READY (DCDs available / DCDs), CRASH-LOOPING (components with restarts and exit code; -o wide adds the
 Pod and container, and a MESSAGE column).
 
-exit codes: 0 listed, 3 a named graph does not exist, and those of wait for a cluster that cannot be read.
+exit codes: 0 listed, 3 a named graph does not exist, and those of wait for a cluster that cannot be read
+(68 the API server did not answer, at first or for --request-timeout on the way).
 """
 
 EXPLAIN_EXAMPLES = """\
@@ -162,6 +172,16 @@ import_error, permission_denied, or unknown when none applies with confidence.
 
 exit codes: 0 classified (unknown included), 2 usage error, 65 binary data, 66 the file cannot be opened
 or read, 74 standard output cannot be written.
+"""
+
+COMPLETION_EXAMPLES = """\
+examples:
+  source <(crashwatch completion bash)                # bash, now; in ~/.bashrc for every shell
+  source <(crashwatch completion zsh)                 # zsh, after compinit
+  crashwatch completion fish | source                 # fish
+  crashwatch completion fish > ~/.config/fish/completions/crashwatch.fish
+
+Nothing is asked of the cluster while completing: graph names are not offered (dgd/ is).
 """
 
 GRAPH_TYPES = ("dgd", "dynamographdeployment", "dynamographdeployments", "dynamographdeployment.nvidia.com")
@@ -185,17 +205,18 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
     parser.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
     parser.add_argument(
         "--request-timeout",
-        type=_positive_float,
+        type=_positive_duration,
         default=30.0,
-        metavar="SECONDS",
-        help="give up on a LIST or a status write after this long and retry (default: 30)",
+        metavar="DURATION",
+        help="give up on a LIST or a status write after this long and retry; a server that has not answered "
+        "the first request by then is unreachable: 30s, 1m, or seconds (default: 30s)",
     )
     parser.add_argument(
         "--watch-idle-timeout",
-        type=_positive_float,
+        type=_positive_duration,
         default=90.0,
-        metavar="SECONDS",
-        help="a watch that sends nothing for this long is taken for stuck and resumed (default: 90; the "
+        metavar="DURATION",
+        help="a watch that sends nothing for this long is taken for stuck and resumed (default: 1m30s; the "
         "API server sends a bookmark about once a minute)",
     )
     parser.add_argument(
@@ -219,9 +240,9 @@ def _cluster_options(parser: argparse.ArgumentParser, serve: bool = True) -> Non
     )
     parser.add_argument(
         "--grace-period",
-        type=_non_negative_float,
+        type=_non_negative_duration,
         default=10.0,
-        metavar="SECONDS",
+        metavar="DURATION",
         help="on SIGTERM or SIGINT, stop watching and spend at most this long printing and writing what was "
         "already received; a second signal stops at once (default: 10)",
     )
@@ -329,6 +350,15 @@ def _admission_options(parser: argparse.ArgumentParser) -> None:
         help="how long an answer may wait for the watch to bring the generation being written, before the "
         "write is let through as it is (default: 1s; keep it under the webhook's timeoutSeconds)",
     )
+    group.add_argument(
+        "--admission-configuration",
+        type=_object_name,
+        metavar="NAME",
+        help="the MutatingWebhookConfiguration that registers the webhook: read (get) at start, every minute "
+        "and when the certificate changes, by the replica that answers, to say in a warning line and "
+        "crashwatch_admission_trusted when its caBundle does not verify the certificate served, or it is missing "
+        "(default: not checked)",
+    )
 
 
 def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespace) -> AdmissionSettings | None:
@@ -337,6 +367,8 @@ def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespac
         tls = ("tls_cert_file", "tls_private_key_file", "tls_client_ca_file")
         if any(getattr(args, name, None) for name in tls):
             parser.error("--tls-cert-file, --tls-private-key-file and --tls-client-ca-file are for --admission-address")
+        if getattr(args, "admission_configuration", None):
+            parser.error("--admission-configuration is for --admission-address")
         return None
     if not args.tls_cert_file or not args.tls_private_key_file:
         parser.error("--admission-address needs --tls-cert-file and --tls-private-key-file")
@@ -344,7 +376,13 @@ def _admission_settings(parser: argparse.ArgumentParser, args: argparse.Namespac
 
     host, port = address
     return AdmissionSettings(
-        host, port, args.tls_cert_file, args.tls_private_key_file, args.admission_wait, args.tls_client_ca_file
+        host,
+        port,
+        args.tls_cert_file,
+        args.tls_private_key_file,
+        args.admission_wait,
+        args.tls_client_ca_file,
+        args.admission_configuration,
     )
 
 
@@ -407,7 +445,7 @@ def _events_options(parser: argparse.ArgumentParser) -> None:
         "--event-logs",
         action="store_true",
         help="add the crashed container's last 10 lines (within the Event's 1KiB note) to a DCD's Warning Event; "
-        "needs get on pods and pods/log (k8s/event-logs); logs never go into status "
+        "needs get on pods and pods/log (k8s/watcher grants it); logs never go into status "
         "(default: off)",
     )
 
@@ -423,13 +461,19 @@ def _bool(text: str) -> bool:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse's parser, whose usage errors come out as one JSON object under --log-format json."""
+    """argparse's parser as kubectl users expect it: a usage error is its one line and where the help is
+    (one JSON object under --log-format json), never the whole usage before it; and a flag is taken only
+    as written, never by a prefix of its name (`tail --watch 5` is no `--watch-idle-timeout 5`)."""
 
     json_errors = False
 
+    def __init__(self, *args: typing.Any, **kwargs: typing.Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # the commands' parsers too: argparse makes them of this class
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> typing.NoReturn:
         if not _Parser.json_errors:
-            super().error(message)
+            self.exit(exitcodes.USAGE, f"{self.prog}: error: {message}\nsee '{self.prog} --help'\n")
         from crashwatch.stderr_log import stderr_logger
 
         stderr_logger("json").fatal(f"{self.prog}: error: {message}", exitcodes.USAGE)
@@ -516,9 +560,9 @@ def _line_format(parser: argparse.ArgumentParser, *flags: str) -> None:
     parser.add_argument(
         *flags,
         dest="format",
-        choices=("text", "json"),
+        choices=("text", "json", "yaml"),
         default="text",
-        help="line format of verdict changes (default: text)",
+        help="line format of verdict changes: text, JSON lines, or a YAML document each (default: text)",
     )
 
 
@@ -542,9 +586,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument(
         "-o",
         "--output",
-        choices=("text", "json"),
+        choices=("text", "json", "yaml"),
         default=None,
-        help="line format of verdict changes (default: text)",
+        help="line format of verdict changes: text, JSON lines, or a YAML document each (default: text)",
     )
     replay.add_argument(
         "--patches",
@@ -608,6 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--burst", type=_positive_int, default=100, help="status writes allowed at once above --qps (default: 100)"
     )
     _shard_options(run)
+    _read_causes(run)
     _events_options(run)
     _leader_options(run)
     _admission_options(run)
@@ -622,6 +667,7 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_options(tail)
     _line_format(tail, "-o", "--output")
     _log_lines(tail)
+    _read_causes(tail)
     _shard_options(tail)
 
     record = commands.add_parser(
@@ -641,6 +687,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the log to write ('-': stdout, and then no verdict lines)",
     )
     _line_format(record, "--format")
+    _read_causes(record)
     _shard_options(record)
 
     wait = commands.add_parser(
@@ -661,8 +708,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="give up after this long, with exit 124: 30s, 10m, 1h30m; 0 decides from one list (default: 5m)",
     )
     _cluster_options(wait, serve=False)
-    _line_format(wait, "-o", "--output")
+    wait.add_argument(
+        "-o",
+        "--output",
+        dest="format",
+        choices=("text", "json", "yaml", "name"),
+        default="text",
+        help="the result as text, one JSON or YAML document, or the names of the graphs it is about (default: text)",
+    )
+    _selector(wait)
     _log_lines(wait)
+    _read_causes(wait)
 
     get = commands.add_parser(
         "get",
@@ -674,10 +730,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     get.add_argument("graphs", nargs="*", metavar="dgd/NAME", help="the graphs to show (default: every one)")
     get.add_argument(
-        "-o", "--output", dest="format", choices=("wide", "json"), default=None, help="wide columns, or JSON"
+        "-o",
+        "--output",
+        dest="format",
+        choices=("wide", "json", "yaml", "name"),
+        default=None,
+        help="wide columns, JSON, YAML, or the graphs' names (default: the table)",
     )
+    get.add_argument(
+        "--no-headers", dest="headers", action="store_false", help="print the table without its header row"
+    )
+    _selector(get)
     _cluster_options(get, serve=False)
     _log_lines(get)
+    _read_causes(get)
 
     explain = commands.add_parser(
         "explain",
@@ -693,9 +759,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument(
         "-o",
         "--output",
-        choices=("text", "json"),
+        choices=("text", "json", "yaml"),
         default="text",
-        help="text for people, or one JSON object (default: text)",
+        help="text for people, or one JSON object or YAML document (default: text)",
     )
     explain.add_argument(
         "--engine",
@@ -703,7 +769,37 @@ def build_parser() -> argparse.ArgumentParser:
         help="the engine that printed it, when known: other engines' messages are left out (default: any)",
     )
     _log_options(explain)
+
+    version = commands.add_parser(
+        "version",
+        help="print crashwatch's version",
+        description="Print crashwatch's version (and Python's); the cluster is not asked.",
+    )
+    version.add_argument("-o", "--output", choices=("json", "yaml"), help="one JSON or YAML document")
+    _log_options(version)
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell's completion script (bash, zsh or fish)",
+        description="Print the completion script of a shell, for crashwatch and kubectl-crashwatch.",
+        epilog=COMPLETION_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "fish"), metavar="SHELL", help="bash, zsh or fish")
+    _log_options(completion)
+    for sub in commands.choices.values():  # usage errors found after parsing name the command's help too
+        sub.set_defaults(command_parser=sub)
     return parser
+
+
+def _selector(parser: argparse.ArgumentParser) -> None:
+    """wait, get: graphs by label, as kubectl's -l."""
+    parser.add_argument(
+        "-l",
+        "--selector",
+        metavar="SELECTOR",
+        help="only the graphs whose labels match, kubectl's syntax (team=llm,tier!=dev, 'env in (prod,staging)'); "
+        "instead of naming them",
+    )
 
 
 def _log_lines(parser: argparse.ArgumentParser) -> None:
@@ -716,6 +812,22 @@ def _log_lines(parser: argparse.ArgumentParser) -> None:
         help="show the last N lines (at most 4KiB) of a crashed container's output under its verdict: tail "
         "under each new crash, wait on failure, get with -o wide; needs get on pods/log, else they are left out "
         "(default: 10; 0: none)",
+    )
+
+
+def _read_causes(parser: argparse.ArgumentParser) -> None:
+    """run, tail, record, wait, get: each new crash's output read for its cause, on unless turned off."""
+    parser.add_argument(
+        "--read-causes",
+        nargs="?",
+        const=True,
+        default=True,
+        type=_bool,
+        metavar="true|false",
+        help="read the output of each new crash (at most 512KiB, its last 5000 lines; 2 reads at once, 1 a "
+        "second) and name why it crashed; a cause a restart cannot cure fails the graph at the first crash "
+        "(--fail-fast). Needs get on pods and pods/log, else said once and left out; record keeps each "
+        "output read (default: true)",
     )
 
 
@@ -738,6 +850,20 @@ def _duration(text: str) -> float:
         return parse_duration(text)
     except DurationError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_duration(text: str) -> float:
+    value = _duration(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+    return value
+
+
+def _non_negative_duration(text: str) -> float:
+    value = _duration(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
+    return value
 
 
 def _graph_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str] | None:
@@ -767,13 +893,6 @@ def _positive_float(text: str) -> float:
     value = _number(text)
     if not value > 0:  # NaN too
         raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = _number(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, not {text}")
     return value
 
 
@@ -833,6 +952,18 @@ def _namespace_name(text: str) -> str:
     return text
 
 
+_OBJECT_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def _object_name(text: str) -> str:
+    """An object's name as Kubernetes takes most (a DNS subdomain): it goes into a request's path."""
+    if len(text) > 253 or _OBJECT_NAME.fullmatch(text) is None:
+        raise argparse.ArgumentTypeError(
+            f"not an object name (lower-case letters, digits, '-' and '.', at most 253): {text!r}"
+        )
+    return text
+
+
 def _jobs(text: str) -> int:
     value = _positive_int(text)
     if value > MAX_JOBS:
@@ -861,9 +992,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    top = build_parser()
     _Parser.json_errors = _json_requested(sys.argv[1:] if argv is None else argv)
-    args = parser.parse_args(argv)
+    args = _parse(top, argv)
+    parser = args.command_parser  # the usage errors found below are the command's, and name its help
     from crashwatch.stderr_log import stderr_logger
 
     log = stderr_logger(args.log_format, args.log_level)
@@ -902,9 +1034,18 @@ def _run(argv: Sequence[str] | None) -> int:
             return run_explain(args.file, args.output, args.engine, log)
         if args.command in ("wait", "get"):
             names = _graph_names(parser, args)
-            if args.command == "wait" and (names is None) != bool(args.all):
-                parser.error("name the graphs to wait for (dgd/NAME ...), or give --all")
+            _check_selector(parser, args.selector, names)
+            if args.command == "wait" and (names is None) != bool(args.all or args.selector):
+                parser.error("name the graphs to wait for (dgd/NAME ...), or give --all or -l SELECTOR")
             return _live(args, log, names)
+        if args.command == "version":
+            return _version(args.output)
+        if args.command == "completion":
+            from crashwatch.completion import script
+
+            sys.stdout.write(script(args.shell, top))
+            sys.stdout.flush()
+            return exitcodes.OK
     except KeyboardInterrupt:
         return exitcodes.INTERRUPTED
     except Exception as exc:  # a bug or a closed stdout: one line, never a traceback
@@ -917,6 +1058,46 @@ def _run(argv: Sequence[str] | None) -> int:
         return exitcodes.SOFTWARE
     parser.error(f"unknown command {args.command}")
     return exitcodes.USAGE
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; one that no flag or argument takes is a usage error of the command it was given to."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command = getattr(args, "command_parser", parser)
+        flags = [arg for arg in extra if arg.startswith("-")]
+        command.error(f"unknown flag: {flags[0]}" if flags else f"unexpected argument: {extra[0]!r}")
+    return args
+
+
+def _check_selector(parser: argparse.ArgumentParser, selector: str | None, names: list[str] | None) -> None:
+    """-l: kubectl's selector syntax, and graphs chosen by it or by name, not both (as kubectl)."""
+    if selector is None:
+        return
+    from stream.model.shards import SelectorError, parse_selector
+
+    try:
+        parse_selector(selector)
+    except SelectorError as exc:
+        parser.error(f"-l/--selector: {exc}")
+    if names is not None:
+        parser.error("name the graphs or select them with -l, not both")
+
+
+def _version(output: str | None) -> int:
+    """`crashwatch version`: as --version says it, or one document for scripts."""
+    import platform
+
+    if output is None:
+        sys.stdout.write(f"crashwatch {__version__}\n")
+        sys.stdout.flush()
+        return exitcodes.OK
+    from sinks.lines import json_document, yaml_document
+
+    document = {"version": __version__, "python": platform.python_version()}
+    sys.stdout.buffer.write(json_document(document) if output == "json" else yaml_document(document))
+    sys.stdout.buffer.flush()
+    return exitcodes.OK
 
 
 def _live(
@@ -960,11 +1141,14 @@ def _live(
             http_address=getattr(args, "http_address", None),
             admission=admission,
             graphs=graphs,
+            selector=getattr(args, "selector", None),
+            headers=getattr(args, "headers", True),
             timeout=getattr(args, "timeout", None),
             tunables=_tunables(args),
             recovery_window=args.recovery_window,
             diagnoses=_diagnoses(args),
             log_lines=getattr(args, "log_lines", 0) if args.command != "get" or args.format == "wide" else 0,
+            read_causes=getattr(args, "read_causes", False),
             watch=watch,
             patch=patch,
             leader=leader,

@@ -24,6 +24,9 @@ class CommandSpec:
     decides_at_sync: bool = False  # statuses or readiness are decided once every watch has listed
     judge: Literal["wait", "get"] | None = None  # a sink that decides the exit code, and stops the watches
     reads_logs: bool = False  # --log-lines: the crashed container's last lines, from the kubelet
+    # --read-causes: each new crash's output read from the kubelet (stream.sources.crash_output), for the
+    # core to name why it crashed and fail a graph at the first crash when the cause is certain
+    explains: bool = False
     # --admission-address: the status admission webhook, answered from the pipeline's read side
     # (crashwatch.stages.PipelineReads) by the replica that writes status
     admits: bool = False
@@ -31,14 +34,32 @@ class CommandSpec:
 
 COMMANDS: dict[Command, CommandSpec] = {
     "run": CommandSpec(
-        "run", needs_dynamo="no status to write", writes_status=True, leads=True, decides_at_sync=True, admits=True
+        "run",
+        needs_dynamo="no status to write",
+        writes_status=True,
+        leads=True,
+        decides_at_sync=True,
+        admits=True,
+        explains=True,
     ),
-    "tail": CommandSpec("tail", reads_logs=True),
-    "record": CommandSpec("record"),
+    "tail": CommandSpec("tail", reads_logs=True, explains=True),
+    "record": CommandSpec("record", explains=True),  # the outputs read are recorded, for replay to read
     "wait": CommandSpec(
-        "wait", needs_dynamo="no graph", prints_changes=False, decides_at_sync=True, judge="wait", reads_logs=True
+        "wait",
+        needs_dynamo="no graph",
+        prints_changes=False,
+        decides_at_sync=True,
+        judge="wait",
+        reads_logs=True,
+        explains=True,
     ),
     "get": CommandSpec(
-        "get", needs_dynamo="no graph", prints_changes=False, decides_at_sync=True, judge="get", reads_logs=True
+        "get",
+        needs_dynamo="no graph",
+        prints_changes=False,
+        decides_at_sync=True,
+        judge="get",
+        reads_logs=True,
+        explains=True,
     ),
 }

@@ -6,6 +6,9 @@ USAGE = 2
 NOT_FOUND = 3  # `wait`, `get`: a named graph does not exist
 DATAERR = 65  # bad records in a log
 NOINPUT = 66  # a log that cannot be opened or read
+# the API server cannot be reached (refused, no such host, TLS, no answer): EX_NOHOST, a network request
+# that found nobody to answer it; apart from 69, a cluster that answers but lacks what the command needs
+UNREACHABLE = 68
 UNAVAILABLE = 69  # the cluster does not serve what the command needs (the Dynamo CRDs for `run`)
 SOFTWARE = 70  # a bug in crashwatch: reported in one line, never as a traceback
 CANTCREAT = 73  # the record file cannot be created

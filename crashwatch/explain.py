@@ -27,7 +27,7 @@ from sinks.text import printable, value
 CHUNK = 1 << 16
 SNIFF = CHUNK  # a NUL byte within the first bytes read makes the input binary data
 
-Output = Literal["text", "json"]
+Output = Literal["text", "json", "yaml"]
 
 
 class Unreadable(Exception):
@@ -48,7 +48,7 @@ def run_explain(path: str, output: Output, engine: str | None, log: StderrLogger
     except Binary as exc:
         log.fatal(f"{name}:1: {exc}", exitcodes.DATAERR)
         return exitcodes.DATAERR
-    text = json_object(cause) if output == "json" else text_lines(cause)
+    text = json_object(cause) if output == "json" else yaml_object(cause) if output == "yaml" else text_lines(cause)
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -107,19 +107,23 @@ def read_lines(stream: IO[bytes], name: str) -> Iterator[str]:
 
 def json_object(cause: Cause) -> str:
     """`{"class", "certain", "line", "line_number", "hint", "fields"}` on one line, fields as an object."""
-    return (
-        msgspec.json.encode(
-            {
-                "class": cause.kind,
-                "certain": cause.certain,
-                "line": cause.line,
-                "line_number": cause.line_number,
-                "hint": cause.hint,
-                "fields": dict(cause.fields),
-            }
-        ).decode()
-        + "\n"
-    )
+    return msgspec.json.encode(_document(cause)).decode() + "\n"
+
+
+def yaml_object(cause: Cause) -> str:
+    """The JSON object's keys as one YAML document, in its order."""
+    return msgspec.yaml.encode(_document(cause)).decode()
+
+
+def _document(cause: Cause) -> dict[str, object]:
+    return {
+        "class": cause.kind,
+        "certain": cause.certain,
+        "line": cause.line,
+        "line_number": cause.line_number,
+        "hint": cause.hint,
+        "fields": dict(cause.fields),
+    }
 
 
 def text_lines(cause: Cause) -> str:

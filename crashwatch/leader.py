@@ -51,7 +51,8 @@ import msgspec
 
 from stream.model.messages import About, logger
 from stream.model.times import now_micro
-from stream.sources.client import SERVICE_ACCOUNT, ApiError, Backoff, KubeClient
+from stream.sources.client import ApiError, Backoff, KubeClient
+from stream.sources.kubeconfig import SERVICE_ACCOUNT
 
 Log = Callable[[str], None]
 JITTER = 0.2  # a candidate's pause between tries: the retry period times 1 to 1 + JITTER
@@ -356,7 +357,9 @@ class LeaderElector:
         try:
             return await self._try_once()
         except ApiError as exc:
-            if exc.status in (401, 403):
+            if exc.status == 401:  # bad credentials, not a missing grant: said so (ApiError.refusal)
+                raise LeaseForbidden(f"cannot get, create or update the lease {self.where}: {exc.refusal}") from None
+            if exc.status == 403:
                 raise LeaseForbidden(
                     f"not allowed to get, create or update the lease {self.where} "
                     f"(coordination.k8s.io leases): {exc.message or exc.reason}"

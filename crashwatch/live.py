@@ -19,6 +19,10 @@ the Lease (crashwatch.leader) writes status. When a replica gains the lease, eve
 again from what it observes (the pipeline is synced once more); on stop, once its writes are finished,
 the leader releases the lease.
 
+Each command but with `--read-causes=false` also reads the output of each new crash the pipeline asks
+about (stream.sources.crash_output, paced and bounded) and feeds it back in with the watch events, so the
+core names why a container crashed; `record` writes it into its log in that place, for `replay`.
+
 `--shard-index`/`--shard-count` and `--namespace-selector` (run, tail, record) keep some namespaces only
 (stream.model.shards): given namespaces (-n) of other shards are not watched at all; otherwise every watch
 drops the objects of other namespaces right after decoding them. A shard leads on a Lease of its own.
@@ -27,6 +31,7 @@ drops the objects of other namespaces right after decoding them. A shard leads o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import resource
 import signal
@@ -36,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
-from typing import BinaryIO, Literal, TextIO
+from typing import BinaryIO, TextIO
 
 import anyio
 from anyio.abc import ObjectSendStream, TaskGroup
@@ -52,9 +57,10 @@ from pipeline.backends import registry as backends
 from pipeline.diagnoses import Settings
 from pipeline.filter import Rejected
 from pipeline.holds import DEFAULT_RECOVERY_WINDOW
-from pipeline.outputs import Output
+from pipeline.outputs import ExplainWanted, Listed, Output
 from pipeline.pipeline import Pipeline
-from sinks.admission import AdmissionServer, AdmissionSettings, LetThrough
+from sinks.admission import PATH, AdmissionServer, AdmissionSettings, LetThrough
+from sinks.admission_trust import TrustCheck
 from sinks.crashed_output import LogReader, print_lines_with_logs
 from sinks.events import EventRecorder, EventSettings
 from sinks.http_server import HttpServer
@@ -63,11 +69,13 @@ from sinks.status import PatchSettings, StatusPatcher
 from sinks.stdout import Format, change_printer, print_lines
 from sinks.table import GraphTable
 from sinks.wait import GraphWaiter
-from stream.model.events import BadRecord
+from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
 from stream.model.messages import Level, Logger
 from stream.model.shards import NamespaceFilter
 from stream.model.times import now_rfc3339
-from stream.sources.client import ApiError, Backoff, ConfigError, KubeClient
+from stream.sources.client import ApiError, Backoff, KubeClient, Unreachable
+from stream.sources.crash_output import CrashOutputReader, Wanted
+from stream.sources.kubeconfig import ConfigError
 from stream.sources.namespaces import SelectedNamespaces
 from stream.sources.record import Recorder
 from stream.sources.reflector import Fatal, Reflector, WatchSettings
@@ -82,6 +90,8 @@ from stream.sources.resources import (
 )
 
 BUFFER = 64
+# get: how long its snapshot waits for the outputs of the crashes it listed (their causes may fail a graph)
+SNAPSHOT_CAUSES_WAIT = 10.0
 
 
 @dataclass
@@ -91,9 +101,11 @@ class LiveOptions:
     all_namespaces: bool = False
     kubeconfig: str | None = None
     context: str | None = None
-    output: str = "text"  # text|json; for get: table|wide|json
+    output: str = "text"  # text|json|yaml; wait: also name; get: table|wide|json|yaml|name
     record: str | None = None
     graphs: list[str] | None = None  # wait, get: the DGDs named (in the one namespace); None: every one
+    selector: str | None = None  # wait, get: only the DGDs whose labels match (-l, kubectl's syntax)
+    headers: bool = True  # get: the table's header row (--no-headers: none)
     timeout: float | None = None  # wait: give up after this long (seconds), counted from the start
     tunables: dict[str, float] = field(default_factory=dict)  # the backends' (pipeline.backends), by name
     recovery_window: float = DEFAULT_RECOVERY_WINDOW  # seconds Ready before a crash-looping Pod recovers
@@ -109,6 +121,7 @@ class LiveOptions:
     log_format: LogFormat = "text"  # stderr: crashwatch.stderr_log
     log_level: Level = "info"
     log_lines: int = 0  # tail, wait, get -o wide: the crashed container's last lines (0: none; sinks.crashed_output)
+    read_causes: bool = True  # each new crash's output read for its cause (stream.sources.crash_output)
 
 
 class _Stop(Exception):
@@ -129,6 +142,8 @@ class _Lifecycle:
     is_leader: Callable[[], bool] = lambda: True  # whether status writes may be sent now
     in_sync: Callable[[], bool] = lambda: True  # whether every watch is in sync now (once listed)
     replan: Callable[[], None] = lambda: None  # decide every status again (the lease was gained)
+    unreachable: Callable[[], str | None] = lambda: None  # why the API server cannot be reached now
+    started: float = field(default_factory=time.monotonic)  # the command's start, connection included
 
 
 def stderr_log(err: TextIO, format: LogFormat = "text", level: Level = "info") -> StderrLogger:
@@ -140,11 +155,13 @@ WAIT_CODES = {
     "failed": exitcodes.FAILED,
     "not_found": exitcodes.NOT_FOUND,
     "timeout": exitcodes.TIMEOUT,
+    "unreachable": exitcodes.UNREACHABLE,
 }
 
 
 async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     log = stderr_log(err, options.log_format, options.log_level)
+    started = time.monotonic()
     # `wait --timeout 0` decides from one list: no deadline, the waiter gives up after its first look
     deadline = anyio.current_time() + options.timeout if options.timeout else math.inf
     try:
@@ -152,8 +169,9 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
     except ConfigError as exc:
         log(str(exc), "error")
         return exitcodes.CONFIG
+    client.reach.log = log  # an outage once the server has answered: said once, not per request retried
     code = exitcodes.OK
-    life = _Lifecycle()
+    life = _Lifecycle(unreachable=lambda: client.reach.unreachable, started=started)
     elector: LeaderElector | None = None
     spec = COMMANDS[options.command]
     if spec.leads and options.leader is not None:
@@ -167,12 +185,15 @@ async def live(options: LiveOptions, out: BinaryIO, err: TextIO) -> int:
             await client.close()
             return exitcodes.CONFIG
         metrics, admission = served
+        trust = _trust(options.admission, admission, client, metrics, life, log)
         try:
             async with anyio.create_task_group() as tg:
                 # from the start: a stop while the server is still unreachable too
                 tg.start_soon(_signals, life, options.grace_period, log)
                 if elector is not None:
                     tg.start_soon(_lead, elector, log)
+                if trust is not None:
+                    tg.start_soon(trust.run)
                 code = await _watch(client, options, out, log, life, metrics, deadline, admission)
                 if life.stopping:
                     code = life.code
@@ -249,6 +270,26 @@ async def _admission(settings: AdmissionSettings, log: Logger, stack: AsyncExitS
     return admission
 
 
+def _trust(
+    settings: AdmissionSettings | None,
+    admission: AdmissionServer | None,
+    client: KubeClient,
+    metrics: Metrics | None,
+    life: _Lifecycle,
+    log: Logger,
+) -> TrustCheck | None:
+    """With --admission-configuration, the check that the API server can call the webhook (by the replica
+    that answers), its gauge on /metrics."""
+    if admission is None or settings is None or settings.configuration is None:
+        return None
+    trust = TrustCheck(
+        client, settings.configuration, admission.tls, PATH, admission.calls, log, lambda: life.is_leader()
+    )
+    if metrics is not None:
+        metrics.registry.register(trust.collector())
+    return trust
+
+
 async def _lead(elector: LeaderElector, log: Logger) -> None:
     try:
         await elector.run()
@@ -274,15 +315,23 @@ def _blocked(life: _Lifecycle) -> LetThrough | None:
     return None if life.synced and life.in_sync() and not life.stopping else LetThrough(_not_ready(life) or "")
 
 
+class _Unreached(Exception):
+    """The first contact failed: the server never answered (the message says why and what to check)."""
+
+
 async def _discover(client: KubeClient, options: LiveOptions, log: Logger) -> str | None:
-    """The Dynamo CRDs' version, waiting out an API server that cannot be reached yet."""
+    """The Dynamo CRDs' version: the command's first contact, which fails at once on a server that does not
+    answer at all (a wrong context is no blip), and waits out one that answers with 429 or 5xx."""
     backoff = Backoff(options.watch.initial_backoff, options.watch.max_backoff)
     while True:
         try:
             return await discover_dynamo(client, options.watch.request_timeout)
         except ApiError as exc:
+            if isinstance(exc, Unreachable) and not client.reach.answered:
+                raise _Unreached(exc.advice) from None
             if exc.status in (401, 403):
-                log(f"not allowed to discover the API of {client.server}: {exc.message or exc.reason}", "error")
+                what = exc.refusal if exc.status == 401 else f"not allowed: {exc.message or exc.reason}"
+                log(f"cannot discover the API of {client.server}: {what}", "error")
                 raise _Stop(exitcodes.NOPERM) from None
             if not exc.retryable:
                 log(f"discovering the Dynamo CRDs at {client.server}: {exc}", "error")
@@ -303,15 +352,19 @@ async def _watch(
     admission: AdmissionServer | None = None,
 ) -> int:
     spec = COMMANDS[options.command]
+    scopes, where = _scopes(client, options)
     found = await _resources(client, options, spec, log, deadline)
     if isinstance(found, int):
+        if found in (exitcodes.UNREACHABLE, exitcodes.TIMEOUT):  # `wait` still says its result on stdout
+            judge = _judge(options, spec, scopes, where, out, log, life)
+            if isinstance(judge, GraphWaiter):
+                await judge.give_up("unreachable" if found == exitcodes.UNREACHABLE else "timeout")
         return found
     resources, version = found
-    scopes, where = _scopes(client, options)
     names = ", ".join(r.plural for r in resources) + (f" ({version})" if version else "")
     log(f"watching {names} in {where} at {client.server} ({client.source})")
     wiring = _Wiring(client, options, spec, out, log, life, metrics)
-    judge = _judge(options, spec, scopes, where, out, log, life, wiring.reader)
+    judge = _judge(options, spec, scopes, where, out, log, life, wiring.reader, wiring.crash_reader is not None)
     code = exitcodes.OK
     try:
         async with anyio.create_task_group() as tg:
@@ -323,6 +376,7 @@ async def _watch(
                 tunables=options.tunables,
                 recovery_window=options.recovery_window,
                 diagnoses=options.diagnoses,
+                explains=wiring.crash_reader is not None,  # asked only of a reader that answers
             )
 
             def report(problem: BadRecord | Rejected) -> bool:
@@ -345,7 +399,7 @@ async def _watch(
         if admission is not None:
             admission.attach(None)
         wiring.close_recorder()
-    return _judged(code, judge)
+    return _judged(code, judge, life.unreachable() is not None)
 
 
 async def _resources(
@@ -360,13 +414,16 @@ async def _resources(
         except NotAnApiServer as strange:
             log(str(strange), "error")
             return exitcodes.UNAVAILABLE
+        except _Unreached as unreached:
+            log(str(unreached), "error")
+            return exitcodes.UNREACHABLE
         for resource in map(Resource.of, backends.watched()):
             try:
                 if await served(client, resource, options.watch.request_timeout):
                     optional.append(resource)
             except ApiError as error:  # Pods are still diagnosed; only what the object itself says is missed
                 log(f"not watching {resource.kind}s: {error}", "warning")
-    if discovering.cancelled_caught:
+    if discovering.cancelled_caught:  # the first answer still on its way (a request never answered is unreachable)
         log(f"timed out: {client.server} did not answer in time", "error")
         return exitcodes.TIMEOUT
     resources: list[Resource] = [PODS, DEPLOYMENTS]
@@ -380,7 +437,10 @@ async def _resources(
             return exitcodes.UNAVAILABLE
         log("the Dynamo CRDs are not served: watching Pods and Deployments only", "warning")
     else:
-        resources += dynamo_resources(version)
+        components, graphs = dynamo_resources(version)
+        if options.selector is not None:  # `-l`: the API server sends the graphs that match alone
+            graphs = dataclasses.replace(graphs, label_selector=options.selector)
+        resources += (components, graphs)
     # e.g. LeaderWorkerSet-backed components: how many groups each wants, and its own Failed condition
     return resources + optional, version
 
@@ -429,6 +489,14 @@ class _Wiring:
                 log=lambda m: log(m, "warning"),
             )
         self.send_events, self.receive_events = anyio.create_memory_object_stream[Events](BUFFER)
+        self.crash_reader: CrashOutputReader | None = None
+        if options.read_causes and spec.explains:
+            self.crash_reader = CrashOutputReader(
+                client,
+                self._send_crash_outputs,
+                log=log,
+                tap=self.recorder.write if self.recorder is not None else None,
+            )
         self.patcher: StatusPatcher | None = None
         self.started = time.monotonic()
 
@@ -445,7 +513,8 @@ class _Wiring:
 
         options = self.options
         if self.spec.prints_changes and (self.recorder is None or options.record != "-"):
-            line_format: Format = "json" if options.output == "json" else "text"
+            formats: dict[str, Format] = {"json": "json", "yaml": "yaml"}
+            line_format = formats.get(options.output, "text")
             printer = change_printer(line_format)
             if self.reader is not None:  # tail: each crash with its container's last lines under it
                 tg.start_soon(print_lines_with_logs, sink(), self.out, printer, self.reader, line_format)
@@ -457,7 +526,49 @@ class _Wiring:
             tg.start_soon(judge.run, sink())
         if self.metrics is not None:
             tg.start_soon(metrics_sink, sink(), self.metrics)
+        if self.crash_reader is not None:
+            tg.start_soon(self.crash_reader.run)
+            tg.start_soon(self._wanted_reads, sink(), tg)
         return sinks
+
+    async def _wanted_reads(self, receive: MemoryObjectReceiveStream[list[Output]], tg: TaskGroup) -> None:
+        """The crashes the pipeline asks about, to the reader; and, for `get`, its snapshot held back until
+        the crashes it listed were read (at most SNAPSHOT_CAUSES_WAIT): the pipeline syncs again then, and
+        the table prints at that second end of the list (`GraphTable.prints_at`)."""
+        reader = self.crash_reader
+        assert reader is not None
+        settle = self.spec.judge == "get"
+        async with receive:
+            async for batch in receive:
+                for item in batch:
+                    if type(item) is ExplainWanted:
+                        reader.want(
+                            Wanted(
+                                item.namespace,
+                                item.pod,
+                                item.uid,
+                                item.container,
+                                item.finished_at,
+                                item.restarts,
+                                item.exit_code,
+                                item.reason,
+                            )
+                        )
+                    elif type(item) is Listed and settle:
+                        settle = False
+                        tg.start_soon(self._sync_when_read, reader)
+
+    async def _sync_when_read(self, reader: CrashOutputReader) -> None:
+        with anyio.move_on_after(SNAPSHOT_CAUSES_WAIT):
+            await reader.settled()
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.send_events.send([Synced(now_rfc3339())])
+
+    async def _send_crash_outputs(self, outputs: list[CrashOutput]) -> None:
+        """Into the events the pipeline reads, as long as the watches run (after, it would read none)."""
+        batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord] = [*outputs]
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await self.send_events.send(batch)
 
     def _start_writers(self, tg: TaskGroup, sink: Callable[[], MemoryObjectReceiveStream[list[Output]]]) -> None:
         """The status patcher and, with --events, the Event recorder; a gained lease decides again."""
@@ -508,6 +619,19 @@ class _Wiring:
         if self.metrics is not None:
             self.metrics.count(reflectors, self.patcher.stats if self.patcher is not None else None)
         listed = self._on_listed(reflectors, selection)
+        try:
+            await self._run_watches(reflectors, selection, listed, deadline)
+        finally:  # what the reader would hand on now, no pipeline reads
+            if self.crash_reader is not None:
+                self.crash_reader.stop()
+
+    async def _run_watches(
+        self,
+        reflectors: list[Reflector],
+        selection: SelectedNamespaces | None,
+        listed: Callable[[], Awaitable[None]],
+        deadline: float,
+    ) -> None:
         async with self.send_events, anyio.create_task_group() as watches:
             watches.cancel_scope.deadline = deadline
             self.life.stop_watches = watches.cancel_scope.cancel
@@ -522,9 +646,19 @@ class _Wiring:
             for reflector in reflectors:
                 watches.start_soon(reflector.run, listed)
             watches.start_soon(_tick, self.send_events)
+            if self.spec.judge == "get" or (self.spec.judge == "wait" and self.options.timeout == 0):
+                watches.start_soon(self._give_up_unreachable)
             if not reflectors:  # every namespace given is another shard's: idle, ready, until stopped
                 await listed()
                 watches.start_soon(anyio.sleep_forever)
+
+    async def _give_up_unreachable(self) -> None:
+        """`get` and `wait --timeout 0` look once: a server that stops answering on the way is waited for one
+        request timeout, then the watches stop and the command says it could not reach it."""
+        line = await self.client.reach.down_for(self.options.watch.request_timeout)
+        self.log(f"{line}: giving up", "error")
+        if self.life.stop_watches is not None:
+            self.life.stop_watches()
 
     def _on_listed(
         self, reflectors: list[Reflector], selection: SelectedNamespaces | None
@@ -557,12 +691,16 @@ class _Wiring:
             self.log(f"recorded {self.recorder.count} events to {self.options.record}")
 
 
-def _judged(code: int, judge: GraphWaiter | GraphTable | None) -> int:
-    """The exit code: the watches' own, else what `wait` or `get` decided."""
+def _judged(code: int, judge: GraphWaiter | GraphTable | None, unreachable: bool = False) -> int:
+    """The exit code: the watches' own, else what `wait` or `get` decided (`get` stopped before its one
+    list, with the server gone: unreachable)."""
     if code == exitcodes.OK and isinstance(judge, GraphWaiter) and judge.result is not None:
         return WAIT_CODES[judge.result]
-    if code == exitcodes.OK and isinstance(judge, GraphTable) and judge.missing:
-        return exitcodes.NOT_FOUND
+    if code == exitcodes.OK and isinstance(judge, GraphTable):
+        if judge.missing is None and unreachable:
+            return exitcodes.UNREACHABLE
+        if judge.missing:
+            return exitcodes.NOT_FOUND
     return code
 
 
@@ -583,6 +721,7 @@ def _judge(
     log: Logger,
     life: _Lifecycle,
     reader: LogReader | None = None,
+    reads_causes: bool = False,
 ) -> GraphWaiter | GraphTable | None:
     """The sink that decides `wait`'s exit or prints `get`'s snapshot; it stops the watches when done."""
 
@@ -596,14 +735,34 @@ def _judge(
         targets = [(namespace, name) for name in options.graphs]
     if spec.judge == "wait":
         once = options.timeout == 0
+        scope = where + (f", labelled {options.selector}" if options.selector else "")
         return GraphWaiter(
-            targets, "json" if options.output == "json" else "text", out, log, stop, where, once, logs=reader
+            targets,
+            options.output,
+            out,
+            log,
+            stop,
+            scope,
+            once,
+            logs=reader,
+            reach=life.unreachable,
+            started=life.started,
         )
     if spec.judge == "get":
-        view: Literal["table", "wide", "json"] = (
-            "json" if options.output == "json" else "wide" if options.output == "wide" else "table"
+        view = options.output if options.output in ("wide", "json", "yaml", "name") else "table"
+        # with causes read, the pipeline syncs again once the crashes listed were read (_Wiring._wanted_reads)
+        prints_at = 2 if reads_causes else 1
+        return GraphTable(
+            targets,
+            view,
+            options.all_namespaces,
+            out,
+            log,
+            stop,
+            logs=reader,
+            prints_at=prints_at,
+            headers=options.headers,
         )
-        return GraphTable(targets, view, options.all_namespaces, out, log, stop, logs=reader)
     return None
 
 

@@ -43,12 +43,14 @@ from pipeline.pipeline import Pipeline
 from pipeline.views import encode_view
 from sinks.stdout import Format, change_printer, patch_printer, print_lines
 from sinks.text import printable
-from stream.model.events import BadRecord, WatchEvent
+from stream.model.events import BadRecord
 from stream.model.messages import Level
 from stream.model.times import now_seconds
-from stream.sources.logs import (
+from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
+from stream.sources.recorded import (
     DEFAULT_NAMESPACE,
     MAX_RECORD,
+    LogItem,
     LogSource,
     LogUnreadable,
     is_json_lines,
@@ -56,7 +58,6 @@ from stream.sources.logs import (
     open_log,
     read_log,
 )
-from stream.sources.parallel import AUTO_MIN_BYTES, RANGE_BYTES, Item, ParallelDecoder, parallel_available, usable_cpus
 
 BUFFER = 16
 
@@ -154,7 +155,7 @@ def _reader(sources: Sequence[LogSource], queue: Queue[object], stop: threading.
 
 async def _deliver(
     source: LogSource,
-    batch: list[Item] | list[WatchEvent | BadRecord],
+    batch: list[Item] | list[LogItem],
     send: ObjectSendStream[Events],
     outcome: _Outcome,
     progress: _Progress,
@@ -220,7 +221,7 @@ async def _read_logs(
                     return
                 if isinstance(item, BaseException):
                     raise item
-                source, batch = cast(tuple[LogSource, list[WatchEvent | BadRecord]], item)
+                source, batch = cast(tuple[LogSource, list[LogItem]], item)
                 if not await _deliver(source, batch, send, outcome, progress):
                     return
     finally:

@@ -22,7 +22,7 @@ from pipeline.outputs import Output, StatusWanted
 from pipeline.pipeline import Pipeline
 from pipeline.views import StatusView
 from sinks.admission import LetThrough
-from stream.model.events import BadRecord, ReducedPod, WatchEvent
+from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
 
 
 class Synced(msgspec.Struct, frozen=True, gc=False):
@@ -41,7 +41,7 @@ class Tick(msgspec.Struct, frozen=True, gc=False):
 
 TICK = 1.0  # seconds: how late a recovery window's end may be seen live, at most
 
-Events = list[WatchEvent | ReducedPod | BadRecord] | list[Synced] | list[Tick]
+Events = list[WatchEvent | ReducedPod | CrashOutput | BadRecord] | list[Synced] | list[Tick]
 # Told of each record a source could not read and each event the pipeline could not, in the order of the
 # input; False: look at nothing more (--strict)
 Report = Callable[[BadRecord | Rejected], bool]
@@ -112,7 +112,7 @@ async def pipeline_stage(
 
 
 def _feed(
-    pipeline: Pipeline, batch: list[WatchEvent | ReducedPod | BadRecord], report: Report
+    pipeline: Pipeline, batch: list[WatchEvent | ReducedPod | CrashOutput | BadRecord], report: Report
 ) -> tuple[list[Output], bool]:
     """The batch's outputs, and whether to stop."""
     if BadRecord not in map(type, batch):  # the usual batch, checked without a Python-level loop

@@ -19,8 +19,8 @@ from collections.abc import Callable, Collection
 
 import msgspec
 
-from pipeline.causes import Cause, classify
-from pipeline.crashloop import Crash
+from pipeline.causes import Cause
+from pipeline.causes.unknown import UNKNOWN_KIND
 from pipeline.findings import CERTAIN_CRASH, Finding
 from pipeline.outputs import ExplainWanted
 from pipeline.views import ComponentKey, ObjectKey, PodView
@@ -56,29 +56,33 @@ class CrashCauses:
         if self.asked.get(key) == crash_key or not self._speaks(key, component):
             return None
         self.asked[key] = crash_key
-        return ExplainWanted(time, key[0], key[1], view.uid, crash.container, crash.finished_at)
+        return ExplainWanted(
+            time, *key, view.uid, crash.container, crash.finished_at, crash.restarts, crash.exit_code, crash.reason
+        )
 
     def explained(self, output: CrashOutput) -> tuple[ObjectKey, Finding | None] | None:
         """A crash's output came: its cause is read and kept. The Pod it is of (None: gone, or no longer
-        that Pod), and the finding to hold it to at once when the cause is certain and its Pod still shows
-        that crash, not Ready (None: none to hold)."""
+        that Pod), and the finding to hold it to at once when the cause is certain and the Pod is not Ready
+        (None: none to hold): a certain cause comes back at every run, so whichever run the Pod is in now
+        is failing for it."""
         key = (output.namespace, output.pod)
         view = self.pods.get(key)
         if view is None or view.uid != output.uid:
             return None
+        from pipeline.causes.scan import classify  # the catalog loads on first use (see pipeline.causes)
+
         cause = classify(output.text.splitlines())
         crash_key = (output.uid, output.container, output.finished_at)
         self.causes[key] = (crash_key, cause)
         self.asked.setdefault(key, crash_key)  # a replay's record asked for it: the Pod's entries go with it
-        crash = view.crash
-        if not (self.fail_fast and cause.certain) or crash is None or not _same(crash, output) or view.claim:
+        if not (self.fail_fast and cause.certain) or view.ready or view.finished or view.claim is not None:
             return key, None  # a backend's Pod (a LeaderWorkerSet group's, recreated at once) is its rule's
         finding = Finding(
             view.name,
-            crash.container,
-            crash.restarts,
-            crash.exit_code,
-            crash.reason,
+            output.container,
+            output.restarts,
+            output.exit_code,
+            output.reason,
             diagnosis=CERTAIN_CRASH,
             cause=cause,
         )
@@ -93,8 +97,8 @@ class CrashCauses:
             return finding
         (uid, container, _), cause = entry
         view = self.pods.get(key)
-        if view is None or view.uid != uid or container != finding.container:
-            return finding
+        if view is None or view.uid != uid or container != finding.container or cause.kind == UNKNOWN_KIND:
+            return finding  # an output that names no cause adds nothing to the finding's words
         return msgspec.structs.replace(finding, cause=cause)
 
     def forget(self, key: ObjectKey, new: PodView | None) -> None:
@@ -114,6 +118,3 @@ class CrashCauses:
                     return False
         return True
 
-
-def _same(crash: Crash, output: CrashOutput) -> bool:
-    return crash.container == output.container and crash.finished_at == output.finished_at

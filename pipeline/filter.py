@@ -107,9 +107,14 @@ def _intern_key(key: ComponentKey) -> ComponentKey:
 class EventFilter:
     """Keeps the last view of each object it let through, in the pipeline's one `ViewStore`."""
 
-    def __init__(self, store: ViewStore | None = None, backends: Sequence[Backend] = ()) -> None:
+    def __init__(
+        self, store: ViewStore | None = None, backends: Sequence[Backend] = (), explains: bool = False
+    ) -> None:
         """`backends`: the workload backends over the same store, which say whether a change of a Pod's
-        group alone can change anything (pipeline.backends); without them every such change is passed on."""
+        group alone can change anything (pipeline.backends); without them every such change is passed on.
+        `explains`: a Pod's views say the crash it shows, and a new one is passed on, for its output to be
+        asked for."""
+        self.explains = explains
         self.store = store if store is not None else ViewStore()
         self._pods = self.store.pods
         self._others = self.store.by_type
@@ -159,7 +164,7 @@ class EventFilter:
         if type(obj) is Pod:
             meta = obj.metadata
             try:
-                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)), self.store.claimers)
+                pod = pod_view(obj, self._pods.get((meta.namespace, meta.name)), self.store.claimers, self.explains)
             except LabelsProblem as exc:
                 return Rejected(event.time, "Pod", meta.namespace, meta.name, str(exc))
             if self._reduced:
@@ -213,7 +218,7 @@ class EventFilter:
             and old.component == view.component
             and old.finding == view.finding
             and old.uid == view.uid
-            and old.crash == view.crash
+            and old.crash == view.crash  # a new crash (where crashes are asked about) passes
         ):
             # readiness and restarts matter only to a Pod whose crash-loop verdict is held
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),

@@ -188,6 +188,9 @@ class ExplainWanted(msgspec.Struct, frozen=True, gc=False):
     uid: str
     container: str
     finished_at: str
+    restarts: int = 0  # how the run ended: the container's restart count then, its exit code and reason
+    exit_code: int = 0
+    reason: str = ""
 
 
 Output = ComponentChange | GraphChange | StatusWanted | GraphReadiness | Listed | ExplainWanted

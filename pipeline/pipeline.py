@@ -50,7 +50,7 @@ class Pipeline:
         self.store = ViewStore()
         self.backends = make_backends(self.store, tunables)
         self.store.claimers = tuple((b.name, type(b).claim) for b in self.backends if overrides(b, "claim"))
-        self.filter = EventFilter(self.store, self.backends)
+        self.filter = EventFilter(self.store, self.backends, explains)
         self.aggregator = Aggregator(
             self.store,
             self.backends,

@@ -81,16 +81,20 @@ class PodView(msgspec.Struct, frozen=True, gc=False, array_like=True):
     ready: bool = False
     restarts: int = 0
     finished: bool = False
-    # a Pod that is not Ready: its container's last run that ended non-zero (pipeline.crash_causes reads
-    # why, once per crash)
+    # where crashes are asked about, a Pod that is not Ready: its container down after a run that ended
+    # non-zero (pipeline.crash_causes asks for that run's output, once per crash)
     crash: Crash | None = None
 
 
-def pod_view(pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer, ...] = ()) -> PodView:
+def pod_view(
+    pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer, ...] = (), crashes: bool = False
+) -> PodView:
     """The Pod's view. With the Pod's `previous` view, labels whose text did not change are not read
     again: the component and claim they name are the previous view's, and so are the (pooled) objects
     that hold them, which the filter then keeps as they are; new labels are offered to the `claimers`
-    (the first that claims the Pod has it). Raises stream.model.objects.LabelsProblem."""
+    (the first that claims the Pod has it). `crashes`: say a crash the Pod shows (`crash`), for its output to
+    be asked for (pipeline.crash_causes; the one read that only a live reader needs). Raises
+    stream.model.objects.LabelsProblem."""
     meta = pod.metadata
     namespace = meta.namespace
     text = bytes(meta.labels)
@@ -128,7 +132,7 @@ def pod_view(pod: Pod, previous: PodView | None = None, claimers: tuple[Claimer,
         ready,
         restarts,
         status.phase == "Succeeded" or status.phase == "Failed",
-        None if ready else last_crash(pod),
+        last_crash(pod) if crashes and not ready else None,
     )
 
 

@@ -47,12 +47,15 @@ PATH = "/admit-status"
 MAX_REVIEW = 8 << 20
 LIMITS = Limits(max_connections=64, max_body=MAX_REVIEW, max_buffered=4 * MAX_REVIEW)
 _KINDS = ("DynamoGraphDeployment", "DynamoComponentDeployment")
+HANDSHAKE_FAILED = "TLS handshake failed"  # the server's refusal of a caller that did not trust the certificate
 
 
 @dataclass(frozen=True)
 class AdmissionSettings:
     """`run --admission-address`: where to serve, with which certificate (and, with `client_ca`, which
-    callers: those with a certificate that CA signed), and how long an answer may wait."""
+    callers: those with a certificate that CA signed), how long an answer may wait, and the
+    MutatingWebhookConfiguration to check against what is served (`--admission-configuration`:
+    sinks.admission_trust)."""
 
     host: str | None
     port: int
@@ -60,6 +63,7 @@ class AdmissionSettings:
     key: str
     wait: float = 1.0
     client_ca: str | None = None
+    configuration: str | None = None
     limits: Limits = field(default=LIMITS)
 
 
@@ -137,6 +141,11 @@ class AdmissionServer:
 
     def attach(self, ask: Ask | None) -> None:
         self._ask = ask
+
+    def calls(self) -> tuple[int, int]:
+        """How many TLS handshakes failed, and how many reviews came: what the API server's calls say of
+        whether it trusts the certificate (sinks.admission_trust)."""
+        return self.server.refused.counts.get(HANDSHAKE_FAILED, 0), sum(self.answers.counts.values())
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[str]:

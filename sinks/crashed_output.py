@@ -5,7 +5,8 @@ They are read with the caller's own credentials (the kubeconfig the command runs
 who sees logs: a caller without `get` on `pods/log` is told so once, and the command goes on without them.
 Which run crashed depends on where the container is: while it runs again, kubelet serves the crashed run
 as `log?previous=true`; during a backoff the crashed run is the container's current one, served as the
-plain log. So the Pod is read first, and a `previous` that kubelet no longer has falls back to the plain log.
+plain log. So the Pod is read first, and a `previous` that kubelet no longer has falls back to the plain log
+(the reading itself is stream.sources.container_logs', shared with the reader of causes).
 
 Bounded twice: kubelet is asked for the last N lines and at most a few KiB (`tailLines`, `limitBytes`),
 and what comes back is cut again to those bounds, each line to one printable line (control characters
@@ -15,8 +16,8 @@ terminal. Logs never go into status; the watcher (`run`) reads none. Nothing her
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import BinaryIO, Literal, Protocol
+from collections.abc import Callable
+from typing import BinaryIO, Literal
 
 import msgspec
 from anyio.abc import ObjectReceiveStream
@@ -24,27 +25,12 @@ from anyio.abc import ObjectReceiveStream
 from pipeline.findings import OOM_KILLED, RESTART_LOOP, Finding
 from pipeline.outputs import ComponentChange, Output
 from sinks.text import printable
-from stream.model.objects import Pod
-from stream.sources.client import ApiError, Response
+from stream.sources.client import ApiError
+from stream.sources.container_logs import LogClient, container_status, get_pod, read_tail
 
 DEFAULT_LINES = 10  # --log-lines
 MAX_BYTES = 4096  # of a container's output, asked of kubelet and kept
 LINE_LIMIT = 300  # characters of one line shown
-
-_read_pod = msgspec.json.Decoder(Pod).decode
-
-
-class Client(Protocol):
-    async def request(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, str] | None = None,
-        body: bytes | None = None,
-        content_type: str | None = None,
-        timeout: float = 30.0,
-    ) -> Response: ...
-
 
 class LastLines(msgspec.Struct, frozen=True):
     """A container's last lines: which run they are of (`previous`: the run before the current one)."""
@@ -84,7 +70,7 @@ def bounded(data: bytes, lines: int, limit: int = MAX_BYTES) -> tuple[str, ...]:
 class LogReader:
     def __init__(
         self,
-        client: Client,
+        client: LogClient,
         lines: int = DEFAULT_LINES,
         limit: int = MAX_BYTES,
         timeout: float = 10.0,
@@ -101,39 +87,26 @@ class LogReader:
         """The last lines of the container's crashed run, or None when they cannot be had."""
         if self.lines <= 0 or self._refused:
             return None
-        base = f"/api/v1/namespaces/{namespace}/pods/{pod}"
+        client, lines, limit, timeout = self.client, self.lines, self.limit, self.timeout
         try:
-            previous = await self._runs_again(base, container)
-            query = {"container": container, "tailLines": str(self.lines), "limitBytes": str(self.limit)}
+            found = await get_pod(client, namespace, pod, timeout)
+            status = container_status(found, container) if found is not None else None
+            # running again now: its crashed run is kubelet's previous one; else the plain log is
+            previous = status is not None and status.state.running is not None
             try:
-                response = await self.client.request(
-                    "GET", f"{base}/log", {**query, "previous": "true"} if previous else query, timeout=self.timeout
-                )
+                tail = await read_tail(client, namespace, pod, container, previous, lines, limit, timeout)
             except ApiError as exc:
                 if not previous or exc.status != 400:
                     raise
                 previous = False  # kubelet keeps no previous run (the container was recreated): the current one
-                response = await self.client.request("GET", f"{base}/log", query, timeout=self.timeout)
+                tail = await read_tail(client, namespace, pod, container, False, lines, limit, timeout)
         except ApiError as exc:
             if exc.status in (401, 403):
                 self._refused = True
                 if self.log is not None:
                     self.log(f"cannot read container logs ({exc}); going on without them")
             return None
-        return LastLines(namespace, pod, container, previous, bounded(response.body, self.lines, self.limit))
-
-    async def _runs_again(self, base: str, container: str) -> bool:
-        """Whether the container runs again now (its crashed run is then kubelet's `previous`)."""
-        response = await self.client.request("GET", base, timeout=self.timeout)
-        try:
-            pod = _read_pod(response.body)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            return False
-        for statuses in (pod.status.container_statuses, pod.status.init_container_statuses):
-            for status in statuses:
-                if status.name == container:
-                    return status.state.running is not None
-        return False
+        return LastLines(namespace, pod, container, previous, bounded(tail.data, lines, limit))
 
 
 def text_block(last: LastLines) -> bytes:
@@ -147,7 +120,7 @@ def text_block(last: LastLines) -> bytes:
 
 
 class LogsLine(msgspec.Struct):
-    """`tail -o json`: the lines after a component's line, keys in this order."""
+    """`tail -o json` (and `-o yaml`): the lines after a component's line, keys in this order."""
 
     kind: Literal["logs"]
     time: str | None
@@ -163,7 +136,7 @@ class LogsLine(msgspec.Struct):
 _encode = msgspec.json.Encoder().encode
 
 
-def logs_line(change: ComponentChange, last: LastLines) -> bytes:
+def logs_line(change: ComponentChange, last: LastLines, fmt: Literal["json", "yaml"] = "json") -> bytes:
     line = LogsLine(
         "logs",
         change.time,
@@ -175,7 +148,7 @@ def logs_line(change: ComponentChange, last: LastLines) -> bytes:
         last.previous,
         last.lines,
     )
-    return _encode(line) + b"\n"
+    return _encode(line) + b"\n" if fmt == "json" else b"---\n" + msgspec.yaml.encode(line)
 
 
 async def print_lines_with_logs(
@@ -183,7 +156,7 @@ async def print_lines_with_logs(
     out: BinaryIO,
     render: Callable[[Output], bytes | None],
     reader: LogReader,
-    fmt: Literal["text", "json"],
+    fmt: Literal["text", "json", "yaml"],
 ) -> None:
     """`tail`'s printer: each verdict line as sinks.stdout prints it, and under a component's new crash
     its container's last lines (read before the next batch is taken: a crash loop is slow, and the
@@ -201,7 +174,7 @@ async def print_lines_with_logs(
                     assert finding is not None
                     last = await reader.read(item.namespace, finding.pod, finding.container)
                     if last is not None:
-                        chunk += logs_line(item, last) if fmt == "json" else text_block(last)
+                        chunk += text_block(last) if fmt == "text" else logs_line(item, last, fmt)
             if chunk:
                 out.write(chunk)
                 out.flush()

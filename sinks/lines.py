@@ -1,5 +1,5 @@
-"""The line formats that scripts parse: verdict changes as text or JSON, status patches as JSON, and the
-graphs as `wait` and `get` report them.
+"""The line formats that scripts parse: verdict changes as text, JSON lines or YAML documents, status
+patches as JSON, and the graphs as `wait` and `get` report them.
 
 These are public contracts (see docs/cli.md); field order is fixed by the Structs below.
 """
@@ -75,6 +75,16 @@ _encoder = msgspec.json.Encoder()
 
 
 def json_line(change: ComponentChange | GraphChange) -> bytes:
+    return _encoder.encode(_change_line(change)) + b"\n"
+
+
+def yaml_line(change: ComponentChange | GraphChange) -> bytes:
+    """A verdict change as one YAML document of a stream (`---` first, as `kubectl get -w -o yaml`): the
+    JSON line's keys, in its order."""
+    return b"---\n" + yaml_document(_change_line(change))
+
+
+def _change_line(change: ComponentChange | GraphChange) -> ComponentLine | GraphLine | dict[str, object]:
     if isinstance(change, ComponentChange):
         line: ComponentLine | GraphLine | dict[str, object] = component_line(change)
     else:
@@ -88,7 +98,7 @@ def json_line(change: ComponentChange | GraphChange) -> bytes:
             components=change.components,
             message=change.message,
         )
-    return _encoder.encode(line) + b"\n"
+    return line
 
 
 class CauseEntry(msgspec.Struct):
@@ -286,7 +296,7 @@ class GraphEntry(msgspec.Struct):
     components_ready: int
     components: int
     not_ready: tuple[str, ...]
-    crash_looping: tuple[CrashLoopingEntry, ...]
+    crash_looping: tuple[CrashLoopingEntry | dict[str, object], ...]  # with its cause, where one was read
 
 
 def graph_entry(graph: GraphReadiness) -> GraphEntry:
@@ -307,7 +317,15 @@ def graph_entry(graph: GraphReadiness) -> GraphEntry:
     )
 
 
-def _entry(component: str, finding: Finding) -> CrashLoopingEntry:
+def _entry(component: str, finding: Finding) -> CrashLoopingEntry | dict[str, object]:
+    """A failing component's entry, and last, where its output said why, the cause."""
+    entry = _plain_entry(component, finding)
+    if finding.cause is None:
+        return entry
+    return msgspec.structs.asdict(entry) | {"cause": cause_entry(finding.cause)}
+
+
+def _plain_entry(component: str, finding: Finding) -> CrashLoopingEntry:
     entry = CrashLoopingEntry(
         component=component,
         pod=finding.pod,
@@ -328,6 +346,15 @@ def _entry(component: str, finding: Finding) -> CrashLoopingEntry:
 
 def json_document(document: object) -> bytes:
     return _encoder.encode(document) + b"\n"
+
+
+def yaml_document(document: object) -> bytes:
+    """A document as YAML, its keys in the order of its JSON form."""
+    return msgspec.yaml.encode(document)
+
+
+# how `kubectl get -o name` names a DynamoGraphDeployment, and so `get` and `wait` with `-o name`
+GRAPH_RESOURCE = "dynamographdeployment.nvidia.com"
 
 
 def failing_word(graph: GraphReadiness) -> str:

@@ -41,7 +41,7 @@ from sinks.workqueue import WorkQueue
 from stream.model.messages import About, logger
 from stream.model.objects import DynamoComponentDeployment, DynamoGraphDeployment
 from stream.model.times import now_seconds, since
-from stream.sources.client import ApiError, KubeClient
+from stream.sources.client import ApiError, KubeClient, Unreachable
 from stream.sources.resources import Resource, dynamo_resources
 
 Log = Callable[[str], None]
@@ -320,7 +320,8 @@ class StatusPatcher:
                     return False
                 self.stats.retries += 1
                 delay = backoff.next(exc.retry_after)
-                self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s", "warning", about)
+                if not isinstance(exc, Unreachable):  # an outage is said once, by the client's Reachability
+                    self.log(f"writing the status of {where}: {exc}; retrying in {delay:.1f}s", "warning", about)
                 await anyio.sleep(delay)
                 if self.queue.pending(key) is not None:
                     return False  # superseded while waiting: the newer one is written instead

@@ -1,4 +1,5 @@
-"""The stdout sink: verdict changes as text or JSON lines, and (dry run) the status patches planned.
+"""The stdout sink: verdict changes as text, JSON lines or YAML documents, and (dry run) the status patches
+planned.
 
 One write and one flush per batch, so `tail` shows a change as soon as it happens without paying a
 system call per line on a replay of a million events.
@@ -12,13 +13,13 @@ from typing import BinaryIO, Literal
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import ComponentChange, GraphChange, Output, StatusWanted
-from sinks.lines import json_line, patch_line, text_line
+from sinks.lines import json_line, patch_line, text_line, yaml_line
 
-Format = Literal["text", "json"]
+Format = Literal["text", "json", "yaml"]
 
 
 def change_printer(fmt: Format) -> Callable[[Output], bytes | None]:
-    encode = json_line if fmt == "json" else text_line
+    encode = json_line if fmt == "json" else yaml_line if fmt == "yaml" else text_line
 
     def render(item: Output) -> bytes | None:
         if isinstance(item, ComponentChange | GraphChange):

@@ -3,18 +3,26 @@
 It keeps objects per resource with a global resourceVersion and a history of changes, and serves LIST
 (with limit/continue), WATCH (from a resourceVersion, with bookmarks on request, 410 for a compacted
 one), GET and merge-PATCH of the status subresource with resourceVersion preconditions, as the real API
-server does. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
-malformed line, a stream that goes silent, an ERROR event with 410. Every request is logged, with the
-time it came, for the tests to assert on.
+server does, and a Pod's log (pods/log) as kubelet serves it through the API server: the current or the
+previous instance of a container by its status, `tailLines`, then `limitBytes` counted from the first of
+those lines. Faults are queued per request kind: an HTTP status with headers, a watch cut mid-stream, a
+malformed line, a stream that goes silent, an ERROR event with 410 (and, for discovery, a status: a
+401 or 403 at the first request). It may serve HTTPS with a certificate a test makes, and listen on a
+port a stopped one used (a server that comes back). Every request is logged, with the time it came, for
+the tests to assert on. `ServedFake` runs one on an event loop of its own, for the CLI run as a subprocess.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import json
+import ssl
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +37,10 @@ RESOURCES = {
     ("nvidia.com", "dynamographdeployments"): "DynamoGraphDeployment",
     ("coordination.k8s.io", "leases"): "Lease",  # leader election: GET, POST (create), PUT (update)
     ("events.k8s.io", "events"): "Event",  # Kubernetes Events: POST (create), PATCH (a series' count)
+    # the status admission webhook's registration: GET (its check, sinks.admission_trust)
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): "MutatingWebhookConfiguration",
 }
+CLUSTER_SCOPED = {"mutatingwebhookconfigurations"}  # kept under the namespace ""
 
 
 @dataclass
@@ -40,7 +51,8 @@ class Fault:
     "garbage" (a watch that sends `after` events then a malformed line), "silent" (a watch that sends
     `after` events then nothing, connection open), "gone" (a watch that sends an ERROR 410 event),
     "delay" (answer normally after `seconds`), "endless" (a watch that sends `after` events then one line
-    that never ends, 64 KiB at a time, until the client goes or the server stops).
+    that never ends, 64 KiB at a time, until the client goes or the server stops; a log that sends a line
+    every `seconds` and never ends).
     """
 
     kind: str
@@ -66,7 +78,11 @@ class FakeApi:
         self.history: dict[str, list[tuple[int, str, dict[str, Any]]]] = {p: [] for _, p in RESOURCES}
         self.compacted = 0  # watches from before this resourceVersion get 410
         self.endless_bytes = 0  # how much of an endless line ("endless" fault) was sent
-        self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get"
+        self.faults: dict[str, list[Fault]] = {}  # key: "list pods", "watch pods", "patch", "get", "log"
+        # a container's output per instance: (namespace, pod, container, previous) -> bytes
+        self.logs: dict[tuple[str, str, str, bool], bytes] = {}
+        self.logs_in_flight = 0  # log requests being answered now, and the most at once
+        self.most_logs_in_flight = 0
         self.requests: list[Request] = []
         self.serve_dynamo = True
         self.dynamo_versions: tuple[str, ...] = ("v1beta1",)
@@ -87,10 +103,11 @@ class FakeApi:
         """Create or replace an object (a new resourceVersion), recorded in the watch history."""
         obj = copy.deepcopy(obj)
         meta = obj.setdefault("metadata", {})
-        meta.setdefault("namespace", "ns")
+        if plural not in CLUSTER_SCOPED:
+            meta.setdefault("namespace", "ns")
         meta.setdefault("uid", f"uid-{meta['name']}")
         meta["resourceVersion"] = self._next()
-        key = (meta["namespace"], meta["name"])
+        key = (meta.get("namespace", ""), meta["name"])
         kind = "MODIFIED" if key in self.objects[plural] else "ADDED"
         self.objects[plural][key] = obj
         self.history[plural].append((self.version, kind, copy.deepcopy(obj)))
@@ -103,6 +120,10 @@ class FakeApi:
         obj["metadata"]["resourceVersion"] = self._next()
         self.history[plural].append((self.version, "DELETED", obj))
         self._notify()
+
+    def put_log(self, namespace: str, pod: str, container: str, data: bytes, previous: bool = False) -> None:
+        """What the container's current instance printed (`previous`: the instance before it)."""
+        self.logs[(namespace, pod, container, previous)] = data
 
     def compact(self) -> None:
         """Forget the history: watches from an older resourceVersion now get 410 Gone."""
@@ -140,15 +161,16 @@ class FakeApi:
 
     # --- serving -------------------------------------------------------------------------------------
 
-    async def start(self) -> FakeApi:
+    async def start(self, tls: ssl.SSLContext | None = None, port: int = 0) -> FakeApi:
+        """Listen on loopback (HTTPS with `tls`), on `port` (0: a free one)."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
         self._runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", port, ssl_context=tls, reuse_address=True)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = f"{'https' if tls is not None else 'http'}://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:
@@ -168,15 +190,19 @@ class FakeApi:
     def _shutting_down(self) -> web.Response:
         return _status(503, "ServiceUnavailable", "the server is shutting down")
 
-    def kubeconfig(self, folder: Path, namespace: str = "ns") -> Path:
+    def kubeconfig(self, folder: Path, namespace: str = "ns", ca: bytes | None = None) -> Path:
+        """A kubeconfig for this server (trusting the CA `ca` when it serves HTTPS)."""
         path = folder / "kubeconfig"
+        cluster: dict[str, str] = {"server": self.url}
+        if ca is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(ca).decode()
         path.write_text(
             yaml.safe_dump(
                 {
                     "apiVersion": "v1",
                     "kind": "Config",
                     "current-context": "fake",
-                    "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+                    "clusters": [{"name": "fake", "cluster": cluster}],
                     "users": [{"name": "u", "user": {"token": "secret"}}],
                     "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u", "namespace": namespace}}],
                 }
@@ -189,6 +215,9 @@ class FakeApi:
         self.requests.append(Request(time.monotonic(), request.method, request.path, dict(request.query), body))
         parts = [p for p in request.path.split("/") if p]
         if parts[:2] == ["apis", "nvidia.com"] and len(parts) == 3:  # discovery of one version
+            fault = self._take_fault("discovery")
+            if fault is not None and fault.kind == "status":
+                return _status(fault.status, "Fault", "injected", fault.headers)
             if not self.serve_dynamo or parts[2] not in self.dynamo_versions:
                 return _status(404, "NotFound", "the server could not find the requested resource")
             return web.json_response(
@@ -203,6 +232,13 @@ class FakeApi:
         if (group, plural) not in RESOURCES:  # as the API server: 404 for what it does not serve (discovery too)
             return _status(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) > 1 else None
+        if plural == "pods" and rest[2:] == ["log"] and request.method == "GET":
+            self.logs_in_flight += 1
+            self.most_logs_in_flight = max(self.most_logs_in_flight, self.logs_in_flight)
+            try:
+                return await self._log(request, namespace or "", name or "")
+            finally:
+                self.logs_in_flight -= 1
         if request.method == "GET" and name is None:
             if request.query.get("watch") == "1":
                 return await self._watch(request, plural, namespace)
@@ -225,12 +261,18 @@ class FakeApi:
             if term.startswith("metadata.name=") and meta.get("name") != term.split("=", 1)[1]:
                 return False
         labels = meta.get("labels") or {}
-        return all(term in labels for term in (selector or "").split(",") if term)
+        for term in (selector or "").split(","):  # `key` and `key=value`, the terms the tests send
+            key, equals, value = term.partition("=")
+            if term and (key not in labels or (equals and labels[key] != value)):
+                return False
+        return True
 
     async def _list(self, request: web.Request, group: str, plural: str, namespace: str | None) -> web.StreamResponse:
         fault = self._take_fault(f"list {plural}")
         if fault is not None and fault.kind == "status":
             return _status(fault.status, "Fault", "injected", fault.headers)
+        if fault is not None and fault.kind == "delay" and await self._pause(fault.seconds):
+            return self._shutting_down()
         selector = request.query.get("labelSelector")
         items = [o for k, o in sorted(self.objects[plural].items()) if self._selected(o, namespace, selector)]
         limit = int(request.query.get("limit", "0") or 0)
@@ -355,6 +397,55 @@ class FakeApi:
             return _status(404, "NotFound", f"{plural} {name} not found")
         return web.json_response(obj)
 
+    async def _log(self, request: web.Request, namespace: str, name: str) -> web.StreamResponse:
+        """A container's log, as kubelet picks the instance (validateContainerLogStatus): `previous` is the
+        last terminated one; the plain log is the current one when it runs or is terminated, the last
+        terminated one while it waits; a container waiting with none has no log (400)."""
+        fault = self._take_fault("log")
+        if fault is not None and fault.kind == "status":
+            return _status(fault.status, "Forbidden" if fault.status == 403 else "Fault", "injected", fault.headers)
+        if fault is not None and fault.kind == "delay" and await self._pause(fault.seconds):
+            return self._shutting_down()
+        pod = self.objects["pods"].get((namespace, name))
+        if pod is None:
+            return _status(404, "NotFound", f"pods {name} not found")
+        container = request.query.get("container", "")
+        status = pod.get("status") or {}
+        found = [c for key in ("containerStatuses", "initContainerStatuses") for c in status.get(key) or []]
+        state = next((c for c in found if c.get("name") == container), None)
+        if state is None:
+            return _status(400, "BadRequest", f"container {container} is not valid for pod {name}")
+        now, last = state.get("state") or {}, (state.get("lastState") or {}).get("terminated")
+        if request.query.get("previous") == "true":
+            if last is None:
+                return _status(400, "BadRequest", f'previous terminated container "{container}" not found')
+            previous = True
+        elif "running" in now or "terminated" in now:
+            previous = False
+        elif last is not None:
+            previous = True
+        else:
+            return _status(400, "BadRequest", f'container "{container}" in pod "{name}" is waiting to start')
+        if fault is not None and fault.kind == "endless":
+            return await self._endless_log(request, fault.seconds or 0.05)
+        data = self.logs.get((namespace, name, container, previous), b"")
+        data = _tail(data, int(request.query.get("tailLines", -1)))
+        limit = int(request.query.get("limitBytes", "0") or 0)
+        if limit > 0:
+            data = data[:limit]
+        return web.Response(body=data, content_type="text/plain")
+
+    async def _endless_log(self, request: web.Request, every: float) -> web.StreamResponse:
+        """A log that never ends: a line every `every` seconds, until the client goes or the server stops."""
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        await response.prepare(request)
+        try:
+            while not await self._pause(every):
+                await response.write(b"still loading\n")
+        except (ConnectionError, RuntimeError):  # the client has gone
+            pass
+        return response
+
     async def _patch(self, plural: str, namespace: str, name: str, body: Any) -> web.StreamResponse:
         fault = self._take_fault("patch")
         if fault is not None and fault.kind == "delay":
@@ -397,6 +488,18 @@ class FakeApi:
         return web.json_response(self.put(plural, body), status=201 if method == "POST" else 200)
 
 
+def _tail(data: bytes, count: int) -> bytes:
+    """The last `count` lines of `data` (a last line without its newline counts), as kubelet's tail."""
+    if count < 0:
+        return data
+    start = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(count):
+        start = data.rfind(b"\n", 0, start)
+        if start < 0:
+            return data
+    return data[start + 1 :]
+
+
 def _status(code: int, reason: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
     body = {
         "kind": "Status",
@@ -436,3 +539,42 @@ def healthy(name: str, **kw: Any) -> dict[str, Any]:
     return pod(
         name, phase="Running", conditions=[{"type": "Ready", "status": "True"}], containerStatuses=[container], **kw
     )
+
+
+class ServedFake:
+    """The fake API server on an event loop of its own, in a thread, for subprocess clients."""
+
+    def __init__(self, tls: ssl.SSLContext | None = None, port: int = 0) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.api = FakeApi()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self.api.start(tls, port))
+
+    def call(self, coroutine: object) -> object:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
+
+    def do(self, fn: Callable[..., object], *args: object) -> None:
+        async def run_it() -> None:
+            fn(*args)
+
+        self.call(run_it())
+
+    @property
+    def port(self) -> int:
+        return int(self.api.url.rsplit(":", 1)[1])
+
+    def stop(self) -> None:
+        self.call(self.api.stop())
+
+        async def cancel_the_rest() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        self.call(cancel_the_rest())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+        assert not self.thread.is_alive(), "the fake API server's loop did not stop"
+        self.loop.close()  # its selector and self-pipe sockets with it

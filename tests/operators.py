@@ -119,10 +119,13 @@ class WebhookCerts:
         return folder
 
 
-def webhook_certs(dns_names: tuple[str, ...]) -> WebhookCerts:
+def webhook_certs(dns_names: tuple[str, ...], expired: bool = False) -> WebhookCerts:
     """A CA and a serving certificate for 127.0.0.1 and `dns_names` (the name the API server checks when it
-    calls a Service-form webhook is <service>.<namespace>.svc)."""
+    calls a Service-form webhook is <service>.<namespace>.svc); `expired`: one that ended an hour ago."""
     now = datetime.datetime.now(datetime.UTC)
+    starts, ends = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=2)
+    if expired:
+        starts, ends = now - datetime.timedelta(days=2), now - datetime.timedelta(hours=1)
     ca_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "crashwatch-test-webhook-ca")])
     ca = (
@@ -145,8 +148,8 @@ def webhook_certs(dns_names: tuple[str, ...]) -> WebhookCerts:
         .issuer_name(ca_name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=2))
+        .not_valid_before(starts)
+        .not_valid_after(ends)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .sign(ca_key, hashes.SHA256())

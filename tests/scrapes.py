@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.findings import Finding
 from pipeline.outputs import ComponentChange, GraphChange
+from sinks.admission_trust import TrustGauge
 from sinks.events import EventStats
 from sinks.metrics import Metrics
 from sinks.status import PatchStats
@@ -48,11 +49,15 @@ class Watcher:
     writes: PatchStats = field(default_factory=PatchStats)
     events: EventStats = field(default_factory=EventStats)
     pods: WatchCounts = field(default_factory=lambda: WatchCounts(PODS, None, lists=1, watches=1))
+    # --admission-configuration: whether the webhook's registration trusts what it serves (None: not checked)
+    trusted: bool | None = None
+    configuration: str = "crashwatch-crashwatch"
 
     def __post_init__(self) -> None:
         self.metrics.lead(lambda: self.leader)
         self.metrics.count([self.pods], self.writes)
         self.metrics.count_events(self.events)
+        self.metrics.registry.register(TrustGauge(self.configuration, lambda: self.trusted))
 
     def diagnose(self, namespace: str, graph: str, component: str, finding: Finding | None) -> None:
         """A component's verdict alone: `finding` (a crash loop or another diagnosis), or None once it cleared."""

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from pipeline.causes.unknown import UNKNOWN_HINT, UNKNOWN_KIND
+
 ENGINES = frozenset({"vllm", "sglang", "trtllm", "dynamo", "tgi"})
 
 Certainty = Literal["always", "startup", "never"]
@@ -673,11 +675,6 @@ CATALOG: tuple[Entry, ...] = (
     ),
 )
 
-UNKNOWN_KIND = "unknown"
-UNKNOWN_HINT = (
-    "No known cause was found in the output: read the lines above the crash (kubectl logs --previous), "
-    "from the first error down."
-)
 
 # Warnings that name a failure all the same, read as lines that say no level: NCCL prints its errors as WARN
 # (a shared memory segment it cannot create stops it, unlike a connection it retries); TGI's "Could not import

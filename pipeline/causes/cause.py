@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from pipeline.causes import catalog
+from pipeline.causes.unknown import UNKNOWN_HINT, UNKNOWN_KIND
 
 
 class Cause(msgspec.Struct, frozen=True, gc=False):
@@ -17,12 +17,14 @@ class Cause(msgspec.Struct, frozen=True, gc=False):
     certain: bool = False
     line: str | None = None
     line_number: int | None = None
-    hint: str = catalog.UNKNOWN_HINT
+    hint: str = UNKNOWN_HINT
     fields: tuple[tuple[str, str], ...] = ()
 
     def words(self) -> str:
         """A short sentence for status, built from the class and the fields alone."""
+        from pipeline.causes import catalog  # its patterns compile on first use (see pipeline.causes)
+
         return catalog.words(self.kind, dict(self.fields), self.certain)
 
 
-UNKNOWN = Cause(catalog.UNKNOWN_KIND)
+UNKNOWN = Cause(UNKNOWN_KIND)

@@ -21,7 +21,8 @@ import msgspec
 import yaml
 
 from stream.model import kinds
-from stream.model.events import WatchEvent
+from stream.model.crash_record import CRASH_OUTPUT, crash_output_of
+from stream.model.events import CrashOutput, WatchEvent
 from stream.model.objects import KINDS, KubeObject, Pod, Status, own_labels
 
 
@@ -76,8 +77,9 @@ class _ListEnvelope(msgspec.Struct):
 
 _list_decoder = msgspec.json.Decoder(_ListEnvelope)
 
-# A decoded record: the events it holds, and the problems of any List items that could not be read.
-Decoded = tuple[list[WatchEvent], list[str]]
+# A decoded record: the events it holds (a crashed run's output is one: stream.model.crash_record), and
+# the problems of any List items that could not be read.
+Decoded = tuple[list[WatchEvent | CrashOutput], list[str]]
 
 TOO_DEEP = "nested too deeply to read"
 
@@ -157,7 +159,7 @@ def decode_item(data: bytes, index: int, list_kind: str, namespace: str = "") ->
 
 
 def _list_items_json(envelope: _ListEnvelope, namespace: str = "", first: int = 0) -> Decoded:
-    events: list[WatchEvent] = []
+    events: list[WatchEvent | CrashOutput] = []
     problems: list[str] = []
     for index, raw in enumerate(envelope.items, first):
         try:
@@ -176,7 +178,12 @@ def _list_items_json(envelope: _ListEnvelope, namespace: str = "", first: int = 
 
 
 def _take_item(
-    item: Any, index: int, list_kind: str, events: list[WatchEvent], problems: list[str], namespace: str = ""
+    item: Any,
+    index: int,
+    list_kind: str,
+    events: list[WatchEvent | CrashOutput],
+    problems: list[str],
+    namespace: str = "",
 ) -> None:
     """One List item: an event for a kind we read, nothing for another kind, or a problem."""
     try:
@@ -196,12 +203,17 @@ def from_value(value: Any, namespace: str = "") -> Decoded:
     if not isinstance(value, dict):
         raise RecordProblem(f"not an object but {_type_name(value)}")
     _drop_top_nulls(value)
+    if value.get("type") == CRASH_OUTPUT:
+        try:
+            return [crash_output_of(value)], []
+        except ValueError as exc:
+            raise RecordProblem(clip(str(exc))) from None
     if "type" in value or "object" in value:
-        return _watch_event(value), []
+        return [*_watch_event(value)], []
     kind = value.get("kind")
     items = value.get("items")
     if isinstance(kind, str) and kind.endswith("List") and isinstance(items, list):
-        events: list[WatchEvent] = []
+        events: list[WatchEvent | CrashOutput] = []
         problems: list[str] = []
         for index, item in enumerate(items):
             _take_item(item, index, kind, events, problems, namespace)
@@ -211,12 +223,12 @@ def from_value(value: Any, namespace: str = "") -> Decoded:
     if isinstance(kind, str) and isinstance(value.get("metadata"), dict):
         if not _reads(kind):
             return [], []  # a kind crashwatch does not read, as in a watch event
-        return _convert({"type": "ADDED", "object": value}, namespace), []
+        return [*_convert({"type": "ADDED", "object": value}, namespace)], []
     raise RecordProblem("not a watch event (no `type` and `object`), a List or a Kubernetes object")
 
 
 def _records(values: list[Any], namespace: str) -> Decoded:
-    events: list[WatchEvent] = []
+    events: list[WatchEvent | CrashOutput] = []
     problems: list[str] = []
     for index, value in enumerate(values):
         if isinstance(value, list):

@@ -52,6 +52,11 @@ class CrashOutput(msgspec.Struct, frozen=True, gc=False, omit_defaults=True):
     finished_at: str
     text: str
     time: str | None = None
+    # how the run ended, as the Pod said when its output was asked for (ExplainWanted): the container's
+    # restart count then, its exit code and the kubelet's reason
+    restarts: int = 0
+    exit_code: int = 0
+    reason: str = ""
 
 
 class BadRecord(msgspec.Struct, frozen=True):

@@ -1,32 +1,36 @@
 """The connection to the API server: where it is, who we are, and requests that return bytes.
 
 kubernetes-asyncio resolves the kubeconfig or the in-cluster service account (contexts, exec plugins,
-token refresh, client certificates, TLS) and owns the aiohttp session; nothing here uses its models.
-Bodies go out and come back as bytes, for msgspec to encode and decode: the hot path never builds a
-generated model object. The status patcher (sinks/) writes through the same client.
+token refresh, client certificates, TLS; stream.sources.kubeconfig picks which and says what is wrong)
+and owns the aiohttp session; nothing here uses its models. Bodies go out and come back as bytes, for
+msgspec to encode and decode: the hot path never builds a generated model object. The status patcher
+(sinks/) writes through the same client. Every request tells the client's `Reachability` whether the
+server answered (stream.sources.reachability), so a command knows a wrong context from a blip.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import ssl
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import msgspec
-import yaml
 
-SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-DEFAULT_KUBECONFIG = "~/.kube/config"
-
-
-class ConfigError(Exception):
-    """No usable kubeconfig or in-cluster configuration; the message says what is wrong."""
+from stream.sources.kubeconfig import (
+    DEFAULT_KUBECONFIG,
+    ConfigError,
+    api_client,
+    in_cluster,
+    load_in_cluster,
+    load_kubeconfig,
+    quiet_library,
+    user_words,
+)
+from stream.sources.reachability import Reachability, no_answer
 
 
 class ApiError(Exception):
@@ -43,6 +47,29 @@ class ApiError(Exception):
     def retryable(self) -> bool:
         """Worth another try later: unreachable, throttled, or the server's own trouble."""
         return self.status == 0 or self.status == 429 or self.status >= 500
+
+    @property
+    def refusal(self) -> str:
+        """A 401 or 403 in words that tell them apart: credentials the server does not take, or a user it
+        knows who may not do this."""
+        why = self.message or self.reason
+        if self.status == 401:
+            return f"the API server does not accept the credentials (401 Unauthorized: {why}): are they expired?"
+        return f"not allowed ({self.status} {self.reason or 'Forbidden'}: {why})"
+
+
+class Unreachable(ApiError):
+    """No answer at all: the connection was refused, the name does not resolve, TLS failed, or nothing came
+    back within the timeout (stream.sources.reachability says which, and what to check)."""
+
+    def __init__(self, server: str, cause: str, hint: str) -> None:
+        super().__init__(0, cause, f"cannot reach the API server at {server}: {cause}")
+        self.hint = hint
+
+    @property
+    def advice(self) -> str:
+        """The one line a command that gives up says: what failed, and what to check."""
+        return f"{self.message} - {self.hint}" if self.hint else self.message
 
 
 class _Status(msgspec.Struct):
@@ -100,93 +127,6 @@ class Backoff:
         self.failures = 0
 
 
-def _check_kubeconfig(file: str) -> None:
-    """Say in one line what is wrong with a kubeconfig that is empty or no YAML mapping at all, before the
-    client library trips over it with a message about its own internals."""
-    try:
-        text = Path(file).expanduser().read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"kubeconfig {file}: cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ConfigError(f"kubeconfig {file}: not YAML{at}: {problem}") from None
-    if document is None:
-        raise ConfigError(f"kubeconfig {file}: is empty")
-    if not isinstance(document, dict):
-        raise ConfigError(f"kubeconfig {file}: not a kubeconfig (a YAML mapping with clusters, users, contexts)")
-
-
-def _in_cluster(path: str | None, context: str | None) -> bool:
-    """Whether to use the in-cluster service account: no kubeconfig or context was asked for, and this
-    runs in a Pod that has one."""
-    return (
-        path is None
-        and context is None
-        and "KUBERNETES_SERVICE_HOST" in os.environ
-        and (SERVICE_ACCOUNT / "token").exists()
-    )
-
-
-def _load_in_cluster(configuration: Any) -> tuple[str, str]:
-    """The service account's configuration; the namespace it runs in (its file, else default), and the source."""
-    from kubernetes_asyncio import config
-
-    config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-    namespace = "default"
-    namespace_file = SERVICE_ACCOUNT / "namespace"
-    if namespace_file.exists():
-        namespace = namespace_file.read_text().strip() or namespace
-    return namespace, "in-cluster service account"
-
-
-async def _load_kubeconfig(path: str, context: str | None, configuration: Any) -> tuple[str, str]:
-    """The kubeconfig's configuration (`path` may list several files, as $KUBECONFIG does); the current
-    context's namespace (else default), and the source. What is wrong with it is said in one line."""
-    from kubernetes_asyncio import config
-
-    # start-up, before any other task runs: a stat of the kubeconfig blocks nobody
-    files = [p for p in path.split(os.pathsep) if p and Path(p).expanduser().exists()]  # noqa: ASYNC240
-    if not files:
-        raise ConfigError(f"no kubeconfig at {path} and not running in a cluster")
-    for file in files:
-        _check_kubeconfig(file)
-    if context is not None:
-        _check_context(path, context)
-    loader = await config.load_kube_config(
-        config_file=path, context=context, client_configuration=configuration, persist_config=False
-    )
-    current = loader.current_context or {}
-    namespace = (current.get("context") or {}).get("namespace") or "default"
-    return namespace, f"kubeconfig {path}" + (f", context {context}" if context else "")
-
-
-def _check_context(path: str, context: str) -> None:
-    """A context asked for that the kubeconfig lacks is named, with those it has."""
-    from kubernetes_asyncio import config
-
-    contexts, _ = config.list_kube_config_contexts(path)
-    names = [c.get("name") for c in contexts or []]
-    if context not in names:
-        raise ConfigError(f"kubeconfig {path}: no context named {context!r} (it has {', '.join(names)})")
-
-
-def _api_client(configuration: Any, source: str) -> Any:
-    """The client library's ApiClient, which builds the TLS context: a CA or client certificate that cannot
-    be read or used is said in one line."""
-    from kubernetes_asyncio import client
-
-    try:
-        return client.ApiClient(configuration)
-    except (ssl.SSLError, OSError) as exc:
-        certificates = ", ".join(f for f in (configuration.ssl_ca_cert, configuration.cert_file) if f)
-        why = getattr(exc, "reason", None) or exc.strerror or exc
-        raise ConfigError(f"{source}: its certificates ({certificates}) cannot be used: {why}") from None
-
-
 class KubeClient:
     """One API server, its credentials, and an aiohttp session with its TLS settings."""
 
@@ -196,6 +136,7 @@ class KubeClient:
         self.server: str = self._config.host.rstrip("/")
         self.default_namespace = namespace
         self.source = source  # where the configuration came from, for messages
+        self.reach = Reachability(self.server)  # whether the server answers, as every request finds it
 
     @classmethod
     async def connect(cls, kubeconfig: str | None = None, context: str | None = None) -> KubeClient:
@@ -203,21 +144,22 @@ class KubeClient:
         from kubernetes_asyncio import client
         from kubernetes_asyncio.config.config_exception import ConfigException
 
+        quiet_library()
         configuration = client.Configuration()
         path = kubeconfig or os.environ.get("KUBECONFIG")
-        in_cluster = _in_cluster(path, context)
+        in_pod = in_cluster(path, context)
         try:
-            if in_cluster:
-                namespace, source = _load_in_cluster(configuration)
+            if in_pod:
+                namespace, source = load_in_cluster(configuration)
             else:
                 path = path or DEFAULT_KUBECONFIG
-                namespace, source = await _load_kubeconfig(path, context, configuration)
+                namespace, source = await load_kubeconfig(path, context, configuration)
         except ConfigError:
             raise
         except (ConfigException, AssertionError, KeyError, TypeError, AttributeError, OSError, ValueError) as exc:
-            where = "in-cluster configuration" if in_cluster else f"kubeconfig {path}"
-            raise ConfigError(f"{where}: {str(exc) or type(exc).__name__}") from None
-        return cls(_api_client(configuration, source), namespace, source)
+            where = "in-cluster configuration" if in_pod else f"kubeconfig {path}"
+            raise ConfigError(f"{where}: {user_words(exc)}") from None
+        return cls(api_client(configuration, source), namespace, source)
 
     async def close(self) -> None:
         await self._api.close()
@@ -256,7 +198,10 @@ class KubeClient:
                 **extra,
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise ApiError(0, "", f"cannot reach {self.server}: {_describe(exc)}") from None
+            cause, hint = no_answer(exc, timeout.total or timeout.connect)
+            self.reach.failed(cause)
+            raise Unreachable(self.server, cause, hint) from None
+        self.reach.reached()
         try:
             if response.status >= 400:
                 raise await _error(response)
@@ -281,7 +226,7 @@ class KubeClient:
             try:
                 data = await resp.read()
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise ApiError(0, "", f"reading {path}: {_describe(exc)}") from None
+                raise ApiError(0, "", f"reading {path}: {no_answer(exc, timeout)[0]}") from None
             return Response(resp.status, data)
 
     @asynccontextmanager
@@ -309,12 +254,3 @@ async def _error(response: aiohttp.ClientResponse) -> ApiError:
         except ValueError:
             retry_after = None
     return ApiError(response.status, reason or (response.reason or ""), message.strip(), retry_after)
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, TimeoutError):
-        return "timed out"
-    if isinstance(exc, aiohttp.ClientConnectorError):  # say "connection refused", not aiohttp's whole repr
-        return exc.os_error.strerror or str(exc.os_error) or type(exc.os_error).__name__
-    text = str(exc)
-    return text or type(exc).__name__

@@ -28,13 +28,13 @@ import anyio
 import msgspec
 
 from stream.model.decode import FAST_ERRORS, read_event
-from stream.model.events import BadRecord, ReducedPod, WatchEvent, pod_key
+from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent, pod_key
 from stream.model.objects import Pod
-from stream.sources.logs import JsonRecords, LogSource, Oversized, line_end, line_ranges
+from stream.sources.recorded import JsonRecords, LogSource, Oversized, line_end, line_ranges
 
 RANGE_BYTES = 4 << 20  # about 430 realistic Pod events: a few milliseconds of a worker's time
 AUTO_MIN_BYTES = 32 << 20  # below this, starting workers costs more than it saves
-Item = WatchEvent | ReducedPod | BadRecord
+Item = WatchEvent | ReducedPod | CrashOutput | BadRecord  # a crash's output: a line the main process reads
 # A Pod to the encoded form the consumer of ReducedPod decodes; a ValueError leaves the Pod's line to the
 # main process, which reads it as the serial reader does (its consumer then says what is wrong with it)
 Reduce = Callable[[Pod], bytes]

@@ -6,9 +6,11 @@ change after it, each line decoded by the same msgspec decoder as a replayed log
 history is gone (410 Gone, as an HTTP status or an ERROR event), the resource is listed again and the
 difference to what was known is handed on as events: DELETED for objects that went away meanwhile,
 MODIFIED for those that changed, ADDED for new ones, so the stages downstream converge without a gap and
-without a repeat. Errors are retried with jittered exponential backoff, honouring Retry-After; a watch
-that stays silent longer than `idle_timeout` (bookmarks arrive about once a minute) is taken for stuck
-and resumed. Forbidden and not-found end the reflector: retrying cannot fix them.
+without a repeat. Errors are retried with jittered exponential backoff, honouring Retry-After, each said
+on stderr but a server that does not answer at all, which the client's Reachability says once an outage
+(a reflector per resource would repeat it every retry); a watch that stays silent longer than
+`idle_timeout` (bookmarks arrive about once a minute) is taken for stuck and resumed. Refused
+credentials (401), forbidden (403) and not-found end the reflector: retrying cannot fix them.
 
 A reflector is in sync (`in_sync`) once it has listed, until two of its requests in a row have failed: a
 first failure is routine (the API server ends watches, a connection drops) and is retried at once, with
@@ -33,12 +35,13 @@ from typing import Any, NoReturn
 import anyio
 import msgspec
 
+from stream.model.crash_record import CRASH_OUTPUT
 from stream.model.decode import RecordProblem, decode_json, read_event
 from stream.model.events import EventType, WatchEvent
 from stream.model.messages import logger
 from stream.model.objects import KubeObject, Pod, Status, own_labels
 from stream.model.times import now_rfc3339
-from stream.sources.client import ApiError, Backoff, KubeClient, Response
+from stream.sources.client import ApiError, Backoff, KubeClient, Response, Unreachable
 from stream.sources.resources import Resource
 
 Emit = Callable[[list[WatchEvent]], Awaitable[None]]
@@ -90,9 +93,10 @@ class _RelistWanted(Exception):
 
 
 class _Retry(Exception):
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, quiet: bool = False) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        self.quiet = quiet  # the server cannot be reached: the client's Reachability says so, once an outage
 
 
 _encode = msgspec.json.Encoder().encode
@@ -247,7 +251,8 @@ class Reflector:
         self.errors += 1
         self.failures += 1
         delay = backoff.next(exc.retry_after)
-        self.log(f"{what}: {exc}; {then} in {delay:.1f}s", "warning")
+        if not exc.quiet:
+            self.log(f"{what}: {exc}; {then} in {delay:.1f}s", "warning")
         if self.failures == OUT_OF_SYNC_FAILURES and self._listed:
             self.log(f"{self.where}: out of sync until a LIST completes or a WATCH is answered", "warning")
         await anyio.sleep(delay)
@@ -266,8 +271,10 @@ class Reflector:
         if exc.status == 410:
             raise Gone() from None
         if exc.retryable:
-            raise _Retry(str(exc), exc.retry_after) from None
-        if exc.status in (401, 403):
+            raise _Retry(str(exc), exc.retry_after, quiet=isinstance(exc, Unreachable)) from None
+        if exc.status == 401:
+            raise Fatal(f"cannot list and watch {self.where}: {exc.refusal}", True) from None
+        if exc.status == 403:
             raise Fatal(f"not allowed to list and watch {self.where}: {exc.message or exc.reason}", True) from None
         if exc.status == 404:
             raise Fatal(f"{self.where}: not served by this cluster ({exc.message or exc.reason})") from None
@@ -516,13 +523,16 @@ class Reflector:
         None when there is nothing to hand on. A line that is no JSON at all means the stream is broken."""
         try:
             readable, _ = decode_json(line)
+            event = readable[0] if readable else None
+            if event is not None and not isinstance(event, WatchEvent):  # a crash's output: a log's record
+                raise RecordProblem(f"a {CRASH_OUTPUT} record, which only a log holds")
+            return event
         except RecordProblem as problem:
             if not _is_json(line):  # not JSON: the stream itself is broken
                 raise _Retry(f"unreadable watch event ({problem}): {line[:120]!r}") from None
             self.errors += 1
             self.log(f"{self.where}: a watch event skipped: {problem}", "warning")
             return None
-        return readable[0] if readable else None
 
     async def _hand_on_lines(self, lines: list[bytes]) -> bool:
         time = self.clock()

@@ -326,3 +326,40 @@ def test_events_left_unwritten_page_and_a_followers_deference_does_not(tmp_path:
             fires("CrashwatchEventsDropped", at + wait + 2 * INTERVAL, labels),
         ],
     )
+
+
+def test_a_webhook_the_api_server_cannot_call_is_reported_and_a_render_the_pods_catch_up_with_is_not(
+    tmp_path: Path,
+) -> None:
+    """Only the replica that answers checks the registration (a follower has no series); a render that
+    changed the caBundle is healed once the Pods read the new Secret (a minute); a mismatch that stays
+    pages, through a failover too."""
+    a, b = Watcher(trusted=True), Watcher(leader=False)
+    wait = for_of("CrashwatchAdmissionUntrusted")
+
+    def checked(trusted: bool) -> Callable[[], list[tuple[Target, str]]]:
+        def scrape() -> list[tuple[Target, str]]:
+            a.trusted = trusted
+            return [(LEADER, a.scrape()), (FOLLOWER, b.scrape())]
+
+        return scrape
+
+    def b_took_over() -> list[tuple[Target, str]]:  # a gone; b leads, checks, and finds the same
+        b.leader, b.trusted = True, False
+        return [(FOLLOWER, b.scrape())]
+
+    render = ((2, checked(False)), (4, checked(True)))  # the caBundle changed, the Pods read the Secret a minute on
+    lasting_mismatch = ((6, checked(False)), (wait // INTERVAL, b_took_over))
+    series = input_series(steps((4, checked(True)), *render, *lasting_mismatch))
+    assert sum("crashwatch_admission_trusted{" in s["series"] for s in series) == 2  # a's, then b's
+    lasting = 10 * INTERVAL
+    labels = {"job": "crashwatch", "namespace": "crashwatch", "configuration": "crashwatch-crashwatch"}
+    promtool_test(
+        tmp_path,
+        series,
+        [
+            fires("CrashwatchAdmissionUntrusted", lasting - INTERVAL),  # the render the Pods caught up with
+            fires("CrashwatchAdmissionUntrusted", lasting + wait - INTERVAL),
+            fires("CrashwatchAdmissionUntrusted", lasting + wait, labels),  # the failover did not reset the `for`
+        ],
+    )

@@ -125,25 +125,28 @@ def test_the_chart_grants_exactly_the_rules_of_k8s_watcher(helm: ChartHelm) -> N
     assert "Role" not in kinds(docs) and "RoleBinding" not in kinds(docs)
     assert ["namespaces"] in [rule["resources"] for rule in one(docs, "ClusterRole")["rules"]]
     assert "--leader-elect" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
-    # --event-logs: the args and exactly k8s/event-logs' grant with them; never without Events
+    # the crashed runs' output: one grant, k8s/watcher's, for the causes (readCauses) and --event-logs alike
+    (logs,) = [rule for rule in watcher_manifest("clusterrole.yaml")["rules"] if "pods/log" in rule["resources"]]
     docs = helm.template("--set", "eventLogs=true")
-    event_logs = yaml.safe_load((ROOT / "k8s" / "event-logs" / "clusterrole.yaml").read_text())
-    assert event_logs["rules"][0] in one(docs, "ClusterRole")["rules"]
+    assert [rule for rule in one(docs, "ClusterRole")["rules"] if "pods/log" in rule["resources"]] == [logs]
     assert "--event-logs" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
-    docs = helm.template("--set", "eventLogs=true", "--set", "events=false")
+    docs = helm.template("--set", "readCauses=false", "--set", "eventLogs=true")
+    assert [rule for rule in one(docs, "ClusterRole")["rules"] if "pods/log" in rule["resources"]] == [logs]
+    assert "--read-causes=false" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    # neither: no grant; --event-logs never without Events
+    docs = helm.template("--set", "readCauses=false", "--set", "eventLogs=true", "--set", "events=false")
     assert "pods/log" not in {r for rule in one(docs, "ClusterRole")["rules"] for r in rule["resources"]}
     assert "--event-logs" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
 
 
 def test_with_namespaces_given_the_grants_are_roles_in_those_namespaces_alone(helm: ChartHelm) -> None:
-    docs = helm.template("--set", "namespaces={a,b}", "--set", "eventLogs=true", release="cw", namespace="ops")
+    docs = helm.template("--set", "namespaces={a,b}", release="cw", namespace="ops")
     assert "ClusterRole" not in kinds(docs) and "ClusterRoleBinding" not in kinds(docs)
     cluster_rules = watcher_manifest("clusterrole.yaml")["rules"]
     roles = {d["metadata"]["namespace"]: d for d in docs if d["kind"] == "Role" and d["metadata"].get("namespace")}
     assert sorted(roles) == ["a", "b"]
     for namespace, role in roles.items():
-        assert role["rules"][: len(cluster_rules)] == cluster_rules  # k8s/watcher's rules, here only
-        assert ["pods", "pods/log"] in [rule["resources"] for rule in role["rules"]]  # eventLogs, here only
+        assert role["rules"] == cluster_rules  # k8s/watcher's rules (the causes' get on pods/log too), here only
         (binding,) = [d for d in docs if d["kind"] == "RoleBinding" and d["metadata"].get("namespace") == namespace]
         assert binding["roleRef"]["name"] == role["metadata"]["name"]
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "cw-crashwatch", "namespace": "ops"}]
@@ -293,6 +296,13 @@ def test_the_status_admission_webhook_is_served_by_the_pods_through_the_service_
     assert (volume["name"], volume["secret"]["secretName"]) == (mount["name"], secret["metadata"]["name"])
     for path in (args.tls_cert_file, args.tls_private_key_file):
         assert Path(path).parent == Path(mount["mountPath"]) and Path(path).name in secret["data"]
+    # the Pods check the registration against what they serve, read by its name, with a grant on it alone
+    assert args.admission_configuration == hook["metadata"]["name"] == "crashwatch-crashwatch"
+    assert one(docs, "ClusterRole", "crashwatch-admission")["rules"] == [READ_REGISTRATION]
+    binding = one(docs, "ClusterRoleBinding", "crashwatch-admission")
+    assert (binding["roleRef"]["kind"], binding["roleRef"]["name"]) == ("ClusterRole", "crashwatch-admission")
+    account = {"kind": "ServiceAccount", "name": ours["serviceAccountName"], "namespace": "crashwatch"}
+    assert binding["subjects"] == [account]
     # crashwatch's own writes are kept out; the certificate lasts admission.certificate.days
     (condition,) = webhook["matchConditions"]
     assert condition["expression"] == (
@@ -314,6 +324,60 @@ def test_the_status_admission_webhook_is_served_by_the_pods_through_the_service_
         done = helm.run("template", "x", str(CHART), "--set", "admission.enabled=true", *values)
         said = values[1].split("=")[0].split(".")[-1]
         assert done.returncode != 0 and said in done.stderr, (values, done.stderr)
+
+
+READ_REGISTRATION = {
+    "apiGroups": ["admissionregistration.k8s.io"],
+    "resources": ["mutatingwebhookconfigurations"],
+    "verbs": ["get"],
+    "resourceNames": ["crashwatch-crashwatch"],
+}
+
+
+def test_the_webhooks_registration_check_is_granted_apart_from_k8s_watchers_rules(helm: ChartHelm) -> None:
+    docs = helm.template("--set", "admission.enabled=true")
+    # the watch rules stay k8s/watcher's (which registers no webhook); the registration's read is its own role
+    assert one(docs, "ClusterRole", "crashwatch")["rules"] == watcher_manifest("clusterrole.yaml")["rules"]
+    assert one(docs, "ClusterRole", "crashwatch-admission")["rules"] == [READ_REGISTRATION]
+    # no webhook, no grant and no flag; no RBAC made, the flag all the same (a 403 is said once)
+    docs = helm.template()
+    assert [d["metadata"]["name"] for d in docs if d["kind"] in CLUSTER_SCOPED] == ["crashwatch", "crashwatch"]
+    assert "--admission-configuration" not in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+    docs = helm.template("--set", "admission.enabled=true", "--set", "rbac.create=false")
+    assert not [d for d in docs if d["kind"] in CLUSTER_SCOPED]
+    assert "--admission-configuration" in pod_spec(one(docs, "Deployment"))["containers"][0]["args"]
+
+
+@pytest.mark.e2e
+def test_the_charts_identity_may_read_its_webhooks_registration_and_no_other(
+    control_plane: envtest.ControlPlane, kube: Kube, helm: ChartHelm, namespace: str
+) -> None:
+    """The API server's authorizer asked (SubjectAccessReview) about the rendered grant, as it is applied."""
+    release = f"cw-{namespace[-6:]}"
+    docs = helm.template("--set", "admission.enabled=true", release=release, namespace=namespace)
+    configuration = one(docs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    fullname = one(docs, "Deployment")["metadata"]["name"]
+    grant = [one(docs, kind, f"{fullname}-admission") for kind in ("ClusterRole", "ClusterRoleBinding")]
+    created = [kube.create(path_of(doc, namespace).rsplit("/", 1)[0], doc) for doc in grant]
+    account = f"system:serviceaccount:{namespace}:{one(docs, 'ServiceAccount')['metadata']['name']}"
+
+    def allowed(verb: str, name: str) -> bool:
+        attributes = {"group": "admissionregistration.k8s.io", "resource": "mutatingwebhookconfigurations"}
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {"user": account, "resourceAttributes": {**attributes, "verb": verb, "name": name}},
+        }
+        answer = kube.create("/apis/authorization.k8s.io/v1/subjectaccessreviews", review)
+        return bool(answer["status"].get("allowed"))
+
+    try:
+        eventually(lambda: allowed("get", configuration), 10, "the grant in force")
+        assert not allowed("get", f"{configuration}-other")
+        assert not allowed("update", configuration) and not allowed("list", "")
+    finally:
+        for doc in reversed(created):
+            kube.delete(path_of(doc, namespace))
 
 
 def test_the_webhooks_certificate_from_cert_manager_or_a_secret_is_the_same_at_every_render(helm: ChartHelm) -> None:

@@ -134,9 +134,12 @@ def subprocess_kstatus(waiters: Path, *objects: dict[str, Any]) -> list[dict[str
 WATCHER = Path(__file__).resolve().parents[2] / "k8s" / "watcher"
 
 
-def _grant(kube: Kube, manifest: str, suffix: str, namespace: str, account: str) -> list[str]:
-    """The ClusterRole of a k8s/watcher manifest, named uniquely, bound to the test's ServiceAccount."""
+def _grant(kube: Kube, manifest: str, suffix: str, namespace: str, account: str, logs: bool = True) -> list[str]:
+    """The ClusterRole of a k8s/watcher manifest, named uniquely, bound to the test's ServiceAccount
+    (`logs` False: without its get on pods and pods/log)."""
     role = next(doc for doc in yaml.safe_load_all((WATCHER / manifest).read_text()) if doc["kind"] == "ClusterRole")
+    if not logs:
+        role["rules"] = [rule for rule in role["rules"] if "pods/log" not in rule["resources"]]
     name = role["metadata"]["name"] + suffix
     role["metadata"] = {"name": name}
     rbac = "/apis/rbac.authorization.k8s.io/v1"
@@ -152,16 +155,17 @@ def _grant(kube: Kube, manifest: str, suffix: str, namespace: str, account: str)
     return [f"{rbac}/clusterrolebindings/{name}", f"{rbac}/clusterroles/{name}"]
 
 
-def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
+def test_event_logs_and_causes_need_exactly_the_watchers_grant_on_pods_log(
     control_plane: envtest.ControlPlane, kube: Kube, namespace: str, tmp_path: Path
 ) -> None:
-    """`run --event-logs` as k8s/watcher's identity: refused the logs (said once, Events written without
-    them) until k8s/event-logs' rules are added, which then let it read the Pod and ask for its log
-    (here no kubelet answers it, so only the refusal's absence shows)."""
+    """`run --event-logs` as k8s/watcher's identity without its rule on pods and pods/log: refused the
+    logs (said once, Events written without them) and the crashed runs' output (said once, no causes);
+    with the rule, it reads the Pod and asks for its log (here no kubelet answers it, so only the
+    refusals' absence shows)."""
     suffix = f"-{uuid.uuid4().hex[:8]}"
     account = "crashwatch"
     kube.create(f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": account}})
-    created = _grant(kube, "clusterrole.yaml", suffix, namespace, account)
+    created: list[str] = []
     try:
         token = kube.create(
             f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
@@ -177,8 +181,9 @@ def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
             return [e for e in kube.get(events)["items"] if e["regarding"]["kind"] == "DynamoComponentDeployment"]
 
         for pod, granted in (("llm-worker-0", False), ("llm-worker-1", True)):
-            if granted:
-                created += _grant(kube, "../event-logs/clusterrole.yaml", suffix, namespace, account)
+            for path in created:
+                kube.delete(path)
+            created = _grant(kube, "clusterrole.yaml", f"{suffix}-{int(granted)}", namespace, account, logs=granted)
             with Watcher("run", "-n", namespace, "--event-logs", "--kubeconfig", str(config)) as w:
                 w.wait_synced()
                 labelled_pod(kube, namespace, pod, GRAPH, "worker")
@@ -187,6 +192,10 @@ def test_event_logs_need_exactly_the_grant_of_event_logs_rbac(
                 w.wait_for(lambda pod=pod: any(pod in e["note"] for e in warnings()), what="the Warning Event")
                 refused = "cannot read container logs (403" in w.stderr()
                 assert refused is not granted, w.stderr()
+                said = "not allowed to read pods: causes are not read"
+                if not granted:
+                    w.wait_for(lambda said=said: said in w.stderr(), what="the refusal of the crashed output")
+                assert w.stderr().count(said) == (0 if granted else 1), w.stderr()
                 make_ready(kube, namespace, pod)
                 kube.wait_for(f"{dcds(namespace)}/{DCD}", lambda o: stalled(o, "False", "NoCrashLoop"))
             kube.delete(f"/api/v1/namespaces/{namespace}/pods/{pod}", grace=0)

@@ -40,7 +40,9 @@ CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfigura
 # every kind the chart renders with the values below (the Service and ServiceMonitor are refused with a
 # loopback http.host; one replica gets no PodDisruptionBudget; the PrometheusRule needs the Prometheus
 # Operator's CRDs, which this control plane does not have)
-KINDS = ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "ServiceAccount"]
+# with `namespaces` set, the rights are namespaced: a Role and its binding in the watched namespace, and the
+# Lease's in the release's
+KINDS = ["ConfigMap", "Deployment", "Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
 
 
 @pytest.fixture(scope="module")
@@ -179,6 +181,7 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
             "pod": crashed,
             "container": "main",
             "exit_code": "1",
+            "cause": "",
         }
         assert [dict(labels) for name, labels in crashing if name == "crashwatch_component_diagnosed"] == [finding]
         # the writes were the chart's ServiceAccount's
@@ -196,8 +199,8 @@ def test_helm_install_on_a_real_node_runs_a_watcher_that_marks_a_crash_loop_and_
             "--wait", "--timeout", "4m",
         )  # fmt: skip
         assert json.loads(helm.ok("status", release, "-n", where, "-o", "json"))["version"] == 2
-        (clusterrole,) = [doc for doc in docs if doc["kind"] == "ClusterRole"]
-        assert all("events" not in rule["resources"] for rule in kube.get(path_of(clusterrole, where))["rules"])
+        (role,) = [doc for doc in docs if doc["kind"] == "Role" and doc["metadata"].get("namespace") == watched]
+        assert all("events" not in rule["resources"] for rule in kube.get(path_of(role, where))["rules"])
         eventually(lambda: len(watcher_pods()) == 1, 60, "the old watcher Pod gone")
         (upgraded,) = watcher_pods()
         assert upgraded["metadata"]["name"] != pod["metadata"]["name"]
@@ -293,6 +296,10 @@ def test_the_charts_admission_webhook_is_called_by_the_api_server_through_its_se
         ]
         code, log = kube.get_raw(f"/api/v1/namespaces/{where}/pods/{pod['metadata']['name']}/log")
         assert code == 200 and b"another writer's status write made to say" in log
+        # the Pod checked the chart's registration with the chart's grant: it trusts what the Pod serves
+        name = next(doc for doc in docs if doc["kind"] == "MutatingWebhookConfiguration")["metadata"]["name"]
+        assert f"the caBundle of MutatingWebhookConfiguration {name} signs the certificate served".encode() in log
+        assert b"cannot verify" not in log and b"not allowed to read" not in log
 
         helm.ok("uninstall", release, "--namespace", where, "--wait", "--timeout", "2m")
         for doc in docs:

@@ -21,6 +21,7 @@ crash loop.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import gzip
 import json
@@ -162,17 +163,28 @@ def ready_flips(pods: list[Seen], since: float) -> int:
     return flips
 
 
-def crashed_after(pods: Recorder, restarts: int) -> bool:
-    """Whether a run of the worker after its `restarts`-th restart has crashed. Asked of every version the
-    watch delivered, not of the Pod now: that run may have started and crashed while the test was busy
-    (restarting crashwatch, say), and the next crash is a backoff of minutes away."""
+def crashed_after(pods: Recorder, restarts: int, since: float) -> bool:
+    """Whether a run of the worker since its `restarts`-th restart crashed after `since` (time.time()). Asked
+    of every version the watch delivered, not of the Pod now: that run may have crashed while the test was
+    busy (restarting crashwatch, say), and the next crash is a backoff of minutes away."""
     for seen in pods.snapshot():
         main = worker_main(seen.obj)
-        if main is None or seen.obj["metadata"].get("deletionTimestamp") or main["restartCount"] <= restarts:
+        if main is None or seen.obj["metadata"].get("deletionTimestamp") or main["restartCount"] < restarts:
             continue
-        if main.get("state", {}).get("terminated", {}).get("exitCode") not in (None, 0):
+        terminated = main.get("state", {}).get("terminated", {})
+        if terminated.get("exitCode") not in (None, 0) and _epoch(terminated.get("finishedAt")) >= since - 1:
             return True
     return False
+
+
+def _epoch(stamp: str | None) -> float:
+    """An RFC 3339 time the kubelet wrote, as time.time() reads it (0 when absent)."""
+    return datetime.datetime.fromisoformat(stamp).timestamp() if stamp else 0.0
+
+
+# the longest a crash-looping worker waits before its next run: kubelet's backoff cap (5 minutes), its run,
+# and room for a busy machine
+NEXT_CRASH = 300 + UP + 60
 
 
 def restarts(kube: Kube, namespace: str) -> int:
@@ -269,8 +281,9 @@ def test_a_real_crash_loop_beside_the_real_operator_reads_failed_until_the_fix(
                 waited_out, waited_err = waiter.communicate(timeout=60)
                 # through one more run of the container (Ready for a moment) and its crash: the operator
                 # writes `successful` on the Ready flip, crashwatch's verdict must hold
-                seen_restarts = restarts(kube, namespace)
-                eventually(lambda: crashed_after(pod_versions, seen_restarts), 180, "one more run's crash", step=0.2)
+                seen_restarts, seen_at = restarts(kube, namespace), time.time()
+                crashed = functools.partial(crashed_after, pod_versions, seen_restarts + 1, seen_at)
+                eventually(crashed, NEXT_CRASH, "one more run's crash", step=0.2)
             install_output = install_log.read_text(errors="replace")
             loop_at = loop_began(pod_versions.snapshot())
             assert loop_at is not None
@@ -906,11 +919,13 @@ def test_an_operator_restart_and_a_crashwatch_restart_mid_loop_change_nothing_a_
             # the operator restarts: it reconciles every graph afresh, and rewrites `state`
             controllers.stop_operator()
             operators.wait_operator_ready(controllers)
-            seen_restarts = restarts(kube, namespace)
-        # crashwatch restarts (the first one stopped), while the worker still crash-loops
+            seen_restarts, seen_at = restarts(kube, namespace), time.time()
+        # crashwatch restarts (the first one stopped), while the worker still crash-loops: the run it has now
+        # crashes within UP seconds, or, if it waits in backoff (minutes, once the loop is old), the next one
         with crashwatch(controllers, namespace) as second:
             second.wait_synced(60)
-            eventually(lambda: crashed_after(pod_versions, seen_restarts), 180, "one more run's crash", step=0.2)
+            crashed = functools.partial(crashed_after, pod_versions, seen_restarts, seen_at)
+            eventually(crashed, NEXT_CRASH, "one more run's crash", step=0.2)
             controllers.stop_operator()
             operators.wait_operator_ready(controllers)
             eventually(lambda: failed(kube.get(path)), 60, "the DGD failed after the second operator restart")

@@ -146,12 +146,19 @@ async def test_a_released_lease_is_taken_at_the_next_try(api: FakeApi, client: K
     assert lease(api)["leaseTransitions"] == 1
 
 
-async def test_a_forbidden_lease_says_so(api: FakeApi, tmp_path: Path) -> None:
-    api.fault("get", Fault("status", status=403))
+@pytest.mark.parametrize(
+    "status,said",
+    [
+        (403, "not allowed to get, create or update the lease ns/crashwatch"),
+        (401, "cannot get, create or update the lease ns/crashwatch: the API server does not accept the credentials"),
+    ],
+)
+async def test_a_forbidden_lease_says_so(api: FakeApi, tmp_path: Path, status: int, said: str) -> None:
+    api.fault("get", Fault("status", status=status))
     client = await KubeClient.connect(str(api.kubeconfig(tmp_path)))
     try:
         elector = LeaderElector(client, "ns", FAST, lambda m: None, holder="a")
-        with pytest.raises(LeaseForbidden, match="not allowed to get, create or update the lease ns/crashwatch"):
+        with pytest.raises(LeaseForbidden, match=said):
             await elector.run()
     finally:
         await client.close()

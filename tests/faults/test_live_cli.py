@@ -2,62 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
 import signal
 import socket
-import threading
+import time
 import urllib.error
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from cli import run
-from fakeapi import FakeApi, Fault, crashing
+from fakeapi import Fault, ServedFake, crashing, pod
 from watcher import Watcher, http_get
-
-
-class ServedFake:
-    """The fake API server on an event loop of its own, in a thread, for subprocess clients."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.api = FakeApi()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.call(self.api.start())
-
-    def call(self, coroutine: object) -> object:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(10)  # type: ignore[arg-type]
-
-    def do(self, fn: object, *args: object) -> None:
-        async def run_it() -> None:
-            fn(*args)  # type: ignore[operator]
-
-        self.call(run_it())
-
-    def stop(self) -> None:
-        self.call(self.api.stop())
-
-        async def cancel_the_rest() -> None:
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        self.call(cancel_the_rest())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-        assert not self.thread.is_alive(), "the fake API server's loop did not stop"
-        self.loop.close()  # its selector and self-pipe sockets with it
-
-
-@pytest.fixture
-def fake() -> Iterator[ServedFake]:
-    served = ServedFake()
-    try:
-        yield served
-    finally:
-        served.stop()
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
@@ -105,7 +60,8 @@ def statuses(fake: ServedFake) -> tuple[str, str]:
 
 
 def status_writes(fake: ServedFake, plural: str = "") -> int:
-    return sum(r.method == "PATCH" and f"/{plural}" in r.path for r in fake.api.requests)
+    """PATCHes of a status (an Event's series is PATCHed too: not counted)."""
+    return sum(r.method == "PATCH" and f"/{plural}" in r.path and r.path.endswith("/status") for r in fake.api.requests)
 
 
 def test_sigterm_finishes_the_status_writes_under_way(fake: ServedFake, tmp_path: Path) -> None:
@@ -249,14 +205,44 @@ def test_the_admission_webhook_without_a_usable_certificate_or_port_exits_naming
     assert fake.api.requests_of("GET", "pods", watch=False) == []
 
 
-def test_stopped_while_the_server_cannot_be_reached(tmp_path: Path) -> None:
+def test_run_checks_the_webhooks_registration_and_says_a_ca_bundle_that_does_not_sign_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    """The wiring of --admission-configuration: the check's line on stderr and its gauge on /metrics
+    (what it finds in each case: tests/faults/test_admission_trust.py)."""
+    import base64
+
+    from operators import webhook_certs
+
+    certs = webhook_certs(()).write(tmp_path / "certs")
+    other = webhook_certs(())  # the CA of another render
+    config = {"url": "https://127.0.0.1:9443/admit-status", "caBundle": base64.b64encode(other.ca).decode()}
+    hook = {"metadata": {"name": "cw"}, "webhooks": [{"name": "status.crashwatch.dev", "clientConfig": config}]}
+    fake.do(fake.api.put, "mutatingwebhookconfigurations", hook)
+    tls = ("--tls-cert-file", str(certs / "tls.crt"), "--tls-private-key-file", str(certs / "tls.key"))
+    admission = ("--admission-address", "127.0.0.1:0", *tls, "--admission-configuration", "cw")
+    config_args = ("--http-address", "127.0.0.1:0", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    with Watcher("run", *admission, *config_args) as w:
+        w.wait_for(lambda: "cannot verify this webhook's certificate" in w.stderr(), what="the check's line")
+        _, metrics = http_get(f"{w.served_at()}/metrics")
+        assert 'crashwatch_admission_trusted{configuration="cw"} 0.0' in metrics
+        assert w.stop() == 0
+    assert "the caBundle of MutatingWebhookConfiguration cw (webhook status.crashwatch.dev) does not sign" in w.stderr()
+    result = run("run", "--admission-configuration", "cw", "--kubeconfig", str(fake.api.kubeconfig(tmp_path)))
+    assert result.returncode == 2 and b"--admission-configuration is for --admission-address" in result.stderr
+
+
+def test_stopped_while_the_server_cannot_be_reached_any_more(tmp_path: Path) -> None:
+    """A watcher that has listed outlives its API server (it retries, and says so once); a stop still stops it."""
     served = ServedFake()
     config = served.api.kubeconfig(tmp_path)
-    served.stop()  # nothing listens there any more
     with Watcher("tail", "--kubeconfig", str(config)) as w:
-        w.wait_for(lambda: "retrying in" in w.stderr(), 10, "a retry")
+        w.wait_synced()
+        served.stop()  # nothing listens there any more
+        w.wait_for(lambda: "retrying until it answers" in w.stderr(), 60, "the outage said")
         assert w.stop() == 0
-    assert "cannot reach" in w.stderr() and "Traceback" not in w.stderr()
+    assert w.stderr().count("cannot reach the API server") == 1, w.stderr()
+    assert "Traceback" not in w.stderr()
 
 
 def test_forbidden_exits_77_naming_what(fake: ServedFake, tmp_path: Path) -> None:
@@ -317,7 +303,8 @@ def test_record_into_a_folder_that_does_not_exist_exits_73(fake: ServedFake, tmp
 def test_usage_errors_exit_2(args: list[str]) -> None:
     result = run(*args)
     assert result.returncode == 2
-    assert b"usage: crashwatch" in result.stderr
+    error, see = result.stderr.decode().splitlines()  # its one line, and where the help is: no usage before it
+    assert error.startswith(f"crashwatch {args[0]}: error: ") and see == f"see 'crashwatch {args[0]} --help'"
 
 
 def test_an_endless_watch_line_is_bounded_said_and_a_sigterm_still_stops_it(fake: ServedFake, tmp_path: Path) -> None:
@@ -346,3 +333,120 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmHWM:"):  # the peak
             return int(line.split()[1])
     raise AssertionError("no VmHWM")
+
+
+# --- why it crashed, read live (stream.sources.crash_output) -------------------------------------------
+
+CRASH_ENDED = "2026-11-20T10:01:00Z"
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "crashlogs"
+
+
+def crashed_once(name: str = "p-0") -> dict[str, object]:
+    """A worker Pod on a node whose container exited 1 once (terminated, not restarted yet): no crash loop."""
+    container = {
+        "name": "main",
+        "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": CRASH_ENDED}},
+    }
+    ready = [{"type": "Ready", "status": "False"}]
+    return {**pod(name, phase="Running", conditions=ready, containerStatuses=[container]), "spec": {"nodeName": "n"}}
+
+
+def dgd_stalled(fake: ServedFake) -> str | None:
+    status = fake.api.objects["dynamographdeployments"][("ns", "g")].get("status") or {}
+    return next((c.get("reason") for c in status.get("conditions") or [] if c.get("type") == "Stalled"), None)
+
+
+def crash_with_a_certain_cause(fake: ServedFake) -> None:
+    """The first crash of a worker whose output (real vLLM output of a gated model) says a restart cannot cure it."""
+    fake.do(fake.api.put_log, "ns", "p-0", "main", (CORPUS / "vllm-model_access_denied-1.log").read_bytes())
+    fake.do(fake.api.put, "pods", crashed_once())
+
+
+def test_run_and_record_name_the_cause_at_the_first_crash_and_the_record_replays_to_it(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    put_graph(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    record = tmp_path / "session.jsonl"
+    with Watcher("run", "--kubeconfig", config) as w, Watcher("record", "-o", str(record), "--kubeconfig", config) as r:
+        w.wait_synced()
+        r.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_line("CRASHED")
+        r.wait_line("CRASHED")
+        w.wait_for(lambda: dgd_stalled(fake) == "ComponentCrashedCertainCause", what="the DGD failed at once")
+        assert r.stop(signal.SIGTERM) == 0
+        assert w.stop(signal.SIGTERM) == 0
+    (line,) = [line for line in w.snapshot(w.out) if "CRASHED" in line]
+    assert "cause=model_access_denied" in line
+    dgd = fake.api.objects["dynamographdeployments"][("ns", "g")]["status"]
+    assert dgd["state"] == "failed"
+    stalled = next(c for c in dgd["conditions"] if c["type"] == "Stalled")
+    assert "meta-llama/Llama-3.1-8B-Instruct" in stalled["message"]
+    # the record keeps the output the pipeline was fed, and a replay of it says what the record said live
+    records = [json.loads(raw) for raw in record.read_bytes().splitlines()]
+    assert [x["object"]["pod"] for x in records if x["type"] == "CRASH_OUTPUT"] == ["p-0"]
+    recorded = [line for line in r.snapshot(r.out) if "CRASHED" in line]
+    data = record.read_bytes()
+    for args, stdin in (([str(record), "-j", "1"], None), ([str(record), "-j", "2"], None), (["-"], data)):
+        lines = run("replay", *args, stdin=stdin)
+        assert lines.returncode == 0, lines.stderr.decode()
+        assert [x for x in lines.stdout.decode().splitlines() if "CRASHED" in x] == recorded
+        patches = run("replay", "--patches", *args, stdin=stdin)
+        assert b"ComponentCrashedCertainCause" in patches.stdout and b"ContainerCrashedCertainCause" in patches.stdout
+    assert "Traceback" not in w.stderr() + r.stderr()
+
+
+def test_without_rights_on_pods_log_it_says_so_once_and_reports_the_crash_loop_without_a_cause(
+    fake: ServedFake, tmp_path: Path
+) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "log", *[Fault("status", status=403)] * 10)
+    with Watcher("run", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_for(lambda: "not allowed to read pods/log" in w.stderr(), what="the refusal")
+        fake.do(fake.api.put, "pods", crashing("p-1"))  # a crash loop, reported as ever
+        w.wait_line("CRASH-LOOPING")
+        assert w.stop(signal.SIGTERM) == 0
+    assert w.stderr().count("not allowed to read pods/log: causes are not read; everything else goes on") == 1
+    assert sum(r.path.endswith("/log") for r in fake.api.requests) == 1
+    assert "CRASHED" not in w.stdout()
+
+
+def test_read_causes_false_reads_no_output(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    with Watcher("tail", "--read-causes=false", "--log-lines", "0", "--kubeconfig", config) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        fake.do(fake.api.put, "pods", crashing("p-1"))
+        w.wait_line("CRASH-LOOPING")
+        assert w.stop(signal.SIGTERM) == 0
+    assert not any("/pods/" in r.path for r in fake.api.requests if r.method == "GET" and "watch" not in r.query)
+    assert "CRASHED" not in w.stdout()
+
+
+def test_get_reads_the_causes_of_the_crashes_it_lists_before_its_snapshot(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    crash_with_a_certain_cause(fake)
+    config = str(fake.api.kubeconfig(tmp_path))
+    shown = run("get", "-o", "wide", "--kubeconfig", config)
+    assert shown.returncode == 0, shown.stderr.decode()
+    assert "gated" in shown.stdout.decode(), shown.stdout.decode()
+    plain = run("get", "-o", "wide", "--read-causes=false", "--kubeconfig", config)
+    assert "gated" not in plain.stdout.decode()
+
+
+def test_a_stop_during_a_read_stops_within_the_grace_period(fake: ServedFake, tmp_path: Path) -> None:
+    put_graph(fake)
+    fake.do(fake.api.fault, "log", Fault("delay", seconds=120))
+    with Watcher("run", "--grace-period", "5", "--kubeconfig", str(fake.api.kubeconfig(tmp_path))) as w:
+        w.wait_synced()
+        crash_with_a_certain_cause(fake)
+        w.wait_for(lambda: fake.api.logs_in_flight == 1, what="a read under way")
+        start = time.monotonic()
+        assert w.stop(signal.SIGTERM) == 0
+    assert time.monotonic() - start < 60  # the read is ended: not the server's 120 s
+    assert "Traceback" not in w.stderr()

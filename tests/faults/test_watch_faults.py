@@ -17,6 +17,7 @@ from collector import Collector
 from fakeapi import FakeApi, Fault, crashing, healthy
 
 from stream.model.events import WatchEvent
+from stream.model.messages import logger
 from stream.sources.client import KubeClient
 from stream.sources.reflector import Fatal, Reflector, WatchSettings
 from stream.sources.resources import PODS, discover_dynamo
@@ -338,19 +339,42 @@ async def test_forbidden_is_fatal_and_says_what(api: FakeApi, client: KubeClient
     assert "not allowed to list and watch pods in all namespaces" in str(caught.value)
 
 
-async def test_an_unreachable_server_is_retried(tmp_path: Path) -> None:
+async def test_an_unreachable_server_is_retried_and_said_once_an_outage(tmp_path: Path) -> None:
+    """Each retry of a server that does not answer is not a line of its own (every reflector would repeat
+    it): the client's Reachability says the outage once, and once that it ended."""
     fake = await FakeApi().start()
     config = fake.kubeconfig(tmp_path)
-    await fake.stop()  # nothing listens there now
+    port = int(fake.url.rsplit(":", 1)[1])
     kube = await KubeClient.connect(str(config))
     logged: list[str] = []
+    kube.reach.log = logger(logged.append)
+    collected = Collector()
     try:
-        reflector = Reflector(kube, PODS, None, Collector().emit, FAST, log=logged.append)
-        with anyio.move_on_after(0.5):
-            await reflector.run()
+        reflector = Reflector(kube, PODS, None, collected.emit, FAST, log=logged.append)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(reflector.run)
+            with anyio.fail_after(30):
+                while reflector.lists < 1:
+                    await anyio.sleep(0.01)
+            await fake.stop()  # nothing listens there now
+            with anyio.fail_after(30):
+                while reflector.errors < 3:  # retried, and retried again
+                    await anyio.sleep(0.01)
+            assert kube.reach.unreachable == f"cannot reach the API server at {fake.url}: connection refused"
+            fake = await FakeApi().start(port=port)  # it comes back
+            fake.put("pods", crashing("p-0"))
+            with anyio.fail_after(30):
+                while not collected.events:
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
     finally:
         await kube.close()
-    assert len(logged) >= 2 and all("cannot reach" in line and "retrying in" in line for line in logged)
+        await fake.stop()
+    outage = [line for line in logged if "API server" in line]
+    assert len(outage) == 2, logged
+    assert outage[0] == f"cannot reach the API server at {fake.url}: connection refused; retrying until it answers"
+    assert outage[1].startswith(f"the API server at {fake.url} answers again (after ")
+    assert not any("retrying in" in line for line in logged), logged
 
 
 @pytest.mark.parametrize(

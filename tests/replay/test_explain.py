@@ -139,7 +139,7 @@ def test_json_errors_under_log_format_json(tmp_path: Path) -> None:
     assert (error["level"], error["exit_code"]) == ("error", 66)
 
 
-@pytest.mark.parametrize("args", [["-o", "yaml"], ["--engine", "llamacpp"], ["a.log", "b.log"]])
+@pytest.mark.parametrize("args", [["-o", "xml"], ["--engine", "llamacpp"], ["a.log", "b.log"]])
 def test_usage_errors_exit_2(args: list[str]) -> None:
     assert run("explain", *args).returncode == 2
 

@@ -3,14 +3,19 @@ closing the finding's words, and a cause that is certain failing the graph at th
 
 from __future__ import annotations
 
+import io
+import json
 from pathlib import Path
 from typing import Any
 
+import anyio
+import pytest
 from builders import container, dcd, dgd, event, labels, pod
 
 from pipeline.diagnoses import Settings
 from pipeline.outputs import ComponentChange, ExplainWanted, GraphChange, Output, StatusWanted
 from pipeline.pipeline import Pipeline
+from sinks.wait import GraphWaiter
 from stream.model.events import CrashOutput
 
 T = "2026-11-20T10:{:02d}:{:02d}Z"
@@ -37,7 +42,8 @@ def worker(name: str = "w-0", *, state: str, restarts: int, ended: str = "", uid
 
 
 def crash_output(text: str, ended: str, name: str = "w-0", uid: str | None = None) -> CrashOutput:
-    return CrashOutput("ns", name, uid or f"uid-ns-{name}", "main", ended, text, time=at(1, 2))
+    """The output of the run of `name`'s container that ended at `ended`, as a reader answers."""
+    return CrashOutput("ns", name, uid or f"uid-ns-{name}", "main", ended, text, at(1, 2), 0, 1, "Error")
 
 
 def started(settings: Settings | None = None) -> Pipeline:
@@ -53,7 +59,7 @@ def of(kind: type, outputs: list[Output]) -> list[Any]:
 def test_each_new_crash_is_asked_for_once_and_only_of_the_pod_that_speaks_for_its_component() -> None:
     pipeline = started()
     first = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
-    assert of(ExplainWanted, first) == [ExplainWanted(at(1), "ns", "w-0", "uid-ns-w-0", "main", at(1))]
+    assert of(ExplainWanted, first) == [ExplainWanted(at(1), "ns", "w-0", "uid-ns-w-0", "main", at(1), 0, 1, "Error")]
     # the same crash, the container now waiting in backoff: not asked again
     assert (
         of(
@@ -145,12 +151,14 @@ def test_with_fail_fast_off_a_certain_cause_waits_for_the_crash_loop_and_is_name
     assert change.finding is not None and change.finding.cause is not None and change.finding.diagnosis == ""
 
 
-def test_an_output_of_a_pod_replaced_since_or_of_a_crash_it_no_longer_shows_fails_nothing() -> None:
+def test_an_output_of_a_pod_replaced_since_or_ready_again_fails_nothing() -> None:
     pipeline = started()
     pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
     assert pipeline.feed([crash_output(GATED, at(1), uid="another")]) == []
-    # the output of an older run: named, but not failed at once
-    assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(0, 30))])) == []
+    # Ready again by the time the output comes: named, but not failed (nothing would release it)
+    ready = pod("w-0", containers=[container(state="running", restarts=1, last_exit=1)], ready=True)
+    pipeline.feed([event("MODIFIED", ready, at(1, 1))])
+    assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))])) == []
 
 
 def test_a_backends_pod_is_left_to_its_rule() -> None:
@@ -166,3 +174,45 @@ def test_a_backends_pod_is_left_to_its_rule() -> None:
     )
     pipeline.feed([event("ADDED", leader, at(1))])
     assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1), name="g-worker-0-0")])) == []
+
+
+def test_a_replay_asks_for_nothing_yet_an_output_its_record_holds_fails_the_first_crash_as_live() -> None:
+    """A replay's pipeline asks for no output (its record holds the outputs the live run read): a crash alone
+    changes nothing it reports, and the output it holds fails the first crash as it did live."""
+    pipeline = Pipeline(recovery_window=60)
+    pipeline.feed([event("ADDED", dgd(), at(0)), event("ADDED", dcd("g-worker"), at(0))])
+    crashed = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
+    assert of(ExplainWanted, crashed) == [] and of(ComponentChange, crashed) == []
+    (change,) = of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))]))
+    assert change.finding is not None and change.finding.diagnosis == "certain_crash"
+    assert (change.finding.restarts, change.finding.exit_code) == (0, 1)
+
+
+@pytest.mark.anyio
+async def test_wait_says_why_first_on_failure_and_its_json_carries_the_cause() -> None:
+    pipeline = Pipeline(synced=False, readiness=True, recovery_window=60)
+    pipeline.feed(
+        [event("ADDED", dgd(), at(0)), event("ADDED", worker(state="terminated", restarts=0, ended=at(1)), at(1))]
+    )
+    outputs = pipeline.sync(at(1)) + pipeline.feed([crash_output(GATED, at(1))])
+    for fmt in ("text", "json"):
+        out = io.BytesIO()
+        waiter = GraphWaiter([("ns", "g")], fmt, out, lambda _: None, lambda: None)
+        send, receive = anyio.create_memory_object_stream[list[Output]](4)
+        async with send:
+            await send.send(outputs)
+        await waiter.run(receive)
+        assert waiter.result == "failed"
+        text = out.getvalue().decode()
+        if fmt == "text":
+            lines = text.splitlines()
+            assert lines[0].startswith("ns/g  FAILED  component_crashed_with_certain_cause")
+            assert lines[1] == (
+                "  why: worker: the model meta-llama/Llama-3.1-8B-Instruct is gated or private: the Hugging Face "
+                "token is missing or has no access (model_access_denied)"
+            )
+            assert lines[2].startswith("  fix: ")
+        else:
+            (entry,) = json.loads(text)["graphs"][0]["crash_looping"]
+            assert entry["cause"]["class"] == "model_access_denied" and entry["cause"]["certain"]
+            assert entry["cause"]["fields"] == {"model": "meta-llama/Llama-3.1-8B-Instruct"}

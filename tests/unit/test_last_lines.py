@@ -4,9 +4,10 @@ server is a stub that answers as kubelet (through the API server's proxy) does."
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -58,6 +59,22 @@ class Kubelet:
                 raise ApiError(400, "BadRequest", 'previous terminated container "main" in pod "p-0" not found')
             return Response(200, self.previous)
         return Response(200, self.current)
+
+    @contextlib.asynccontextmanager
+    async def stream(self, path: str, query: Mapping[str, str], connect_timeout: float = 30.0) -> AsyncIterator[Body]:
+        yield Body((await self.request("GET", path, query)).body)
+
+
+class Body:
+    """A body read as it comes, as aiohttp's StreamReader reads it."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    async def read(self, n: int = -1) -> bytes:
+        n = len(self.data) if n < 0 else n
+        chunk, self.data = self.data[:n], self.data[n:]
+        return chunk
 
 
 def read(kubelet: Kubelet, lines: int = 3) -> LastLines | None:

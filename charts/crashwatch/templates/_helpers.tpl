@@ -42,6 +42,11 @@ with hostNetwork), never a Service. */}}
 {{- end }}
 {{- end }}
 
+{{/* The webhook's MutatingWebhookConfiguration (cluster-scoped: the release's namespace in its name). */}}
+{{- define "crashwatch.admissionConfiguration" -}}
+{{- printf "%s-%s" (include "crashwatch.fullname" .) .Release.Namespace }}
+{{- end }}
+
 {{/* The names the API server may check when it calls the webhook through the Service. */}}
 {{- define "crashwatch.admissionNames" -}}
 {{- $fullname := include "crashwatch.fullname" . }}
@@ -171,6 +176,9 @@ spec:
         {{- if not .Values.events }}
         - --events=false
         {{- end }}
+        {{- if not .Values.readCauses }}
+        - --read-causes=false
+        {{- end }}
         {{- if .Values.shards.enabled }}
         - --shard-index
         - $(SHARD_INDEX)
@@ -197,6 +205,9 @@ spec:
         - /etc/crashwatch/admission/tls.key
         - --admission-wait
         - {{ .Values.admission.wait }}
+        # checked against what the Pod serves: a caBundle that does not sign it is said, not silent
+        - --admission-configuration
+        - {{ include "crashwatch.admissionConfiguration" . }}
         {{- if .Values.admission.clientCA }}
         - --tls-client-ca-file
         - /etc/crashwatch/admission-client-ca/ca.crt
@@ -283,10 +294,11 @@ namespace) or each watched namespace's Role's. */}}
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]
-{{- if .Values.eventLogs }}
+{{- end }}
+{{- /* one grant for the crashed runs' output: the causes (readCauses) and --event-logs' last lines */}}
+{{- if or .Values.readCauses (and .Values.events .Values.eventLogs) }}
 - apiGroups: [""]
   resources: ["pods", "pods/log"]
   verbs: ["get"]
-{{- end }}
 {{- end }}
 {{- end }}

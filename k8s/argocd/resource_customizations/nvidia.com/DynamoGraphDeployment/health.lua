@@ -27,6 +27,7 @@ end
 -- What a Stalled=True without a message says: its reason, in words where crashwatch wrote it.
 local stalledWords = {
   ComponentCrashLooping = "A component is crash-looping",
+  ComponentCrashedCertainCause = "A component crashed with a cause a restart cannot cure",
   ComponentImagePullFailing = "A component's image cannot be pulled",
   ComponentConfigError = "A component's container cannot be created (a Secret or ConfigMap is missing)",
   ComponentUnschedulable = "A component's Pod cannot be scheduled",
