@@ -1,12 +1,14 @@
 """The cause classifier's rules (pipeline.causes) on small outputs made for each rule: chained tracebacks,
 process and log prefixes, errors over warnings, which of two causes wins, certain or not at the first
-crash, status's words free of the log's text, and memory that stays bounded whatever is fed. The real
-logs are in test_causes_corpus.py."""
+crash, status's words free of the log's text, memory that stays bounded whatever is fed, and a command's
+start that compiles no catalog. The real logs are in test_causes_corpus.py."""
 
 from __future__ import annotations
 
 import json
 import string
+import subprocess
+import sys
 
 import msgspec
 import pytest
@@ -536,3 +538,22 @@ def test_memory_stays_bounded_whatever_is_fed() -> None:
     assert len(scanner._streams) <= MAX_STREAMS
     assert 0 < len(scanner._shapes or {}) <= MEMO_ENTRIES
     assert scanner.result().kind == "gpu_oom"
+
+
+def test_a_commands_start_compiles_no_catalog_until_an_output_is_read() -> None:
+    """Every command imports `Cause` (a finding may carry one) and few read an output: the catalog's patterns
+    (a tenth of a second) compile when the scanner is first asked for, not at import."""
+    code = (
+        "import sys, crashwatch.cli, pipeline.causes\n"
+        "from pipeline.causes import UNKNOWN, Cause\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.causes.')))\n"
+        "from pipeline.causes import classify\n"
+        "print(classify(['torch.OutOfMemoryError: CUDA out of memory.']).kind)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.causes.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    started, kind, read = done.stdout.splitlines()
+    loaded = [f"pipeline.causes.{name}" for name in ("catalog", "cause", "scan", "unknown")]
+    assert started == str([loaded[1], loaded[3]])
+    assert kind == "gpu_oom"
+    assert read == str(loaded)
