@@ -20,13 +20,23 @@ printed, the cause first), and keeps, of every line an entry of the catalog matc
    makes a start-up cause found after it not certain (an OOM under load may not recur).
 
 Memory is bounded whatever the output: the scanner holds the winning line, one line per sharpening
-class, and a little state for at most MAX_STREAMS processes; lines longer than MAX_LINE are cut.
+class, a little state for at most MAX_STREAMS processes and at most MEMO_ENTRIES shapes (below); lines
+longer than MAX_LINE are cut.
+
+Speed: nearly every line of an output is noise that changes nothing, and most noise repeats a few templates
+whose lines differ only in their digits (times, pids, counters). What the scanner needs of a line (its
+prefixes, level, body, and whether it can matter at all) does not depend on which digits it holds: no prefix
+pattern names a digit, and the catalog's texts that do are looked for with their digits made zeros too, which
+can only find more. So a line's *shape* is worked out once per template (the line with every digit made
+`0`) and remembered; a line whose shape says it cannot matter, in a process outside any traceback, costs a
+dictionary look-up. `Scanner(fast=False)` reads every line the long way: the reference the tests compare.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
 
 from pipeline.causes import catalog
 from pipeline.causes.cause import UNKNOWN, Cause
@@ -34,6 +44,8 @@ from pipeline.causes.cause import UNKNOWN, Cause
 MAX_LINE = 4096  # characters of a line read; a longer one is cut, and so is the `line` reported
 MAX_STREAMS = 64  # processes whose traceback state is kept (the oldest is dropped past it)
 MAX_MESSAGE = 12  # lines of an exception's message after its first
+MEMO_ENTRIES = 256  # shapes remembered (all are forgotten when it is full)
+MEMO_LINE = 512  # bytes (UTF-8) of the longest line whose shape is remembered
 
 WARNING, PLAIN, ERROR, TRACEBACK = 0, 1, 2, 3  # how loudly a line says it is an error (rule 3)
 
@@ -85,8 +97,60 @@ _HEADINGS = {
     "Error in atexit._run_exitfuncs": WARNING,
 }
 
+_HEADING_TEXTS = tuple(_HEADINGS)
+
 _IDLE, _FRAMES, _MESSAGE, _CHAINED_STATE = range(4)
 _OUTSIDE = -1  # what _traced says of a line outside any traceback
+
+# What a line's shape says it does when its process is outside any traceback: nothing; keep it as NCCL's last
+# WARN; nothing unless an NCCL WARN waits for its trail; or ask for the long way (it may change the cause)
+_QUIET, _WARN, _TRAIL, _LONG, _UNKNOWN = range(5)
+_ZEROS = bytes.maketrans(b"0123456789", b"0000000000")
+_Shape = list[Any]  # proc's span (start, end), header, level, where the body starts, what it does
+
+
+def _zeros(text: str) -> str:
+    return text.encode("utf-8", "surrogatepass").translate(_ZEROS).decode("utf-8", "surrogatepass")  # any text
+
+
+def _for(engine: str | None, patterns: Iterable[catalog.Pattern]) -> tuple[catalog.Pattern, ...]:
+    return tuple(p for p in patterns if engine is None or engine in p.engines)
+
+
+class _Tables:
+    """What a scanner reads with, for one engine (or all): built once, shared by every scanner."""
+
+    __slots__ = ("entries", "fatal_warnings", "flat", "gate", "serving", "sharp", "zero_gate")
+
+    def __init__(self, engine: str | None) -> None:
+        self.entries = tuple(
+            (entry, tuple((p, entry.weight if p.weight is None else p.weight) for p in _for(engine, entry.patterns)))
+            for entry in catalog.CATALOG
+        )
+        patterns = [p for _, patterns in self.entries for p, _ in patterns]
+        self.flat = tuple(
+            (entry, p.needles, p.regex, weight) for entry, patterns in self.entries for p, weight in patterns
+        )
+        self.gate = catalog.gate(patterns)
+        self.serving = _for(engine, catalog.SERVING)
+        self.fatal_warnings = _for(engine, catalog.FATAL_WARNINGS)
+        # for shapes: the needles with their digits made zeros (a line made so holds them if it held them)
+        self.zero_gate = catalog.gate(
+            catalog.Pattern(p.regex, tuple(map(_zeros, p.needles)), p.engines, p.weight) for p in patterns
+        )
+        self.sharp = tuple(
+            _zeros(n) for entry, patterns in self.entries if entry.sharpens for p, _ in patterns for n in p.needles
+        )
+
+
+_TABLES: dict[str | None, _Tables] = {}
+
+
+def _tables(engine: str | None) -> _Tables:
+    tables = _TABLES.get(engine)
+    if tables is None:
+        tables = _TABLES[engine] = _Tables(engine)
+    return tables
 
 
 class _Stream:
@@ -130,23 +194,15 @@ class Scanner:
 
     `engine` (one of catalog.ENGINES), when known, leaves out the messages of other engines."""
 
-    def __init__(self, engine: str | None = None) -> None:
+    def __init__(self, engine: str | None = None, *, fast: bool = True) -> None:
         if engine is not None and engine not in catalog.ENGINES:
             raise ValueError(f"unknown engine {engine!r} (one of {', '.join(sorted(catalog.ENGINES))})")
-        self._entries = tuple(
-            (
-                entry,
-                tuple(
-                    (p, entry.weight if p.weight is None else p.weight)
-                    for p in entry.patterns
-                    if engine is None or engine in p.engines
-                ),
-            )
-            for entry in catalog.CATALOG
-        )
-        self._gate = catalog.gate(p for _, patterns in self._entries for p, _ in patterns)
-        self._serving = tuple(p for p in catalog.SERVING if engine is None or engine in p.engines)
-        self._fatal_warnings = tuple(p for p in catalog.FATAL_WARNINGS if engine is None or engine in p.engines)
+        tables = self._tables = _tables(engine)
+        self._entries = tables.entries
+        self._gate = tables.gate
+        self._serving = tables.serving
+        self._fatal_warnings = tables.fatal_warnings
+        self._shapes: dict[bytes, _Shape] | None = {} if fast else None
         self._number = 0
         self._exceptions = 0
         self._served = False
@@ -162,9 +218,86 @@ class Scanner:
             line = line[:-1]
         if line.endswith("\r"):
             line = line[:-1]
+        shapes = self._shapes
+        if shapes is None or "\x1b" in line:
+            self._long(line)
+            return
+        try:
+            key = line.encode().translate(_ZEROS)
+        except UnicodeEncodeError:  # a lone surrogate
+            key = b""
+        if not 0 < len(key) <= MEMO_LINE:
+            self._long(line)
+            return
+        shape = shapes.get(key)
+        if shape is None:  # the first line of its shape (most lines of a crash's own text are): the long way
+            start, end, header, level, at, _ = self._learn(key)
+            self._read(line, line, self._stream(line[start:end]), header, level, line[at:])
+            return
+        start, end, header, level, at, does = shape
+        proc = line[start:end] if end else ""
+        stream = self._streams.get(proc)
+        if stream is None:
+            stream = self._stream(proc)
+        if does != _LONG and stream.state == _IDLE and stream.heading == TRACEBACK:
+            if does == _UNKNOWN:
+                text = key.decode()
+                does = shape[5] = self._does(text, level, text[at:])
+                if does == _LONG:
+                    self._read(line, line, stream, header, level, line[at:])
+                    return
+            if does == _QUIET:
+                return
+            if does == _WARN:
+                self._nccl_warn = (self._number, line, line[at:])
+                return
+            if self._nccl_warn is None or catalog.NCCL_TRAIL.search(line, at) is None:  # _TRAIL
+                return
+        self._read(line, line, stream, header, level, line[at:])
+
+    def _long(self, line: str) -> None:
         text = _ANSI.sub("", line) if "\x1b" in line else line
-        proc, header, level, body = _split(text)
-        stream = self._stream(proc)
+        start, end, header, level, at = _shape(text)
+        self._read(line, text, self._stream(text[start:end]), header, level, text[at:])
+
+    def _learn(self, key: bytes) -> _Shape:
+        """The shape of the lines that read as `key` with their digits made zeros, remembered."""
+        start, end, header, level, at = _shape(key.decode())
+        shape: _Shape = [start, end, header, level, at, _UNKNOWN]  # what it does: worked out when first needed
+        shapes = self._shapes
+        assert shapes is not None
+        if len(shapes) >= MEMO_ENTRIES:
+            shapes.clear()
+        shapes[key] = shape
+        return shape
+
+    def _does(self, text: str, level: int | None, body: str) -> int:
+        """What a line does, read as `feed` reads it, when its process is outside any traceback (idle, under no
+        heading); `text` has its digits made zeros: _LONG whenever it may change anything."""
+        stripped = body.strip()
+        if stripped.endswith(_TRACEBACK):
+            return _LONG
+        if stripped.startswith(_CHAINED):
+            return _QUIET  # a marker outside a chain
+        if _FRAME.match(body) or stripped.startswith(_HEADING_TEXTS):
+            return _LONG
+        tier = _tier(level, body)
+        if tier < ERROR and any(p.search(text) for p in self._serving):
+            return _LONG
+        does = _QUIET
+        if tier == WARNING:
+            if any(p.search(body) for p in self._fatal_warnings):
+                tier = PLAIN
+            elif catalog.NCCL_WARN in body:
+                return _WARN
+            elif "NCCL INFO" in body:
+                does = _TRAIL
+        if tier == WARNING:  # only a sharpening class can come of it
+            return _LONG if any(needle in body for needle in self._tables.sharp) else does
+        return _LONG if self._tables.zero_gate.search(body) else does
+
+    def _read(self, line: str, text: str, stream: _Stream, header: str, level: int | None, body: str) -> None:
+        """The long way: follow the stream's traceback, then weigh the line."""
         tier = self._traced(stream, header, level, body)
         if tier is None:
             return
@@ -202,7 +335,8 @@ class Scanner:
         lines = sum(len(f.line) + sum(len(k) + len(v) for k, v in f.fields.items()) for f in found if f)
         lines += 2 * len(self._nccl_warn[1]) if self._nccl_warn else 0
         streams = sum(len(name) + len(s.header) + 1 for name, s in self._streams.items())
-        return lines + streams
+        shapes = sum(len(key) + len(shape[2]) + 6 for key, shape in (self._shapes or {}).items())
+        return lines + streams + shapes
 
     def _stream(self, proc: str) -> _Stream:
         stream = self._streams.get(proc)
@@ -234,7 +368,9 @@ class Scanner:
                 stream.state, stream.header = _FRAMES, header
                 stream.tier = TRACEBACK if level is None or level == ERROR else WARNING
                 return None
-            stream.heading = next((tier for text, tier in _HEADINGS.items() if stripped.startswith(text)), TRACEBACK)
+            stream.heading = TRACEBACK
+            if stripped.startswith(_HEADING_TEXTS):
+                stream.heading = next(tier for text, tier in _HEADINGS.items() if stripped.startswith(text))
             return _OUTSIDE
         if stream.state == _CHAINED_STATE:
             return None if not stripped else _OUTSIDE
@@ -278,12 +414,14 @@ class Scanner:
     def _match(self, number: int, line: str, body: str, tier: int, exception: int) -> bool:
         if self._gate.search(body) is None:
             return False
-        for entry, patterns in self._entries:
-            for pattern, weight in patterns:
-                found = pattern.search(body)
-                if found is not None:
-                    self._found(entry, weight, found, number, line, body, tier, exception)
-                    return True
+        for entry, needles, regex, weight in self._tables.flat:  # Pattern.search, without a call per pattern
+            for needle in needles:
+                if needle in body:
+                    found = regex.search(body)
+                    if found is not None:
+                        self._found(entry, weight, found, number, line, body, tier, exception)
+                        return True
+                    break
         return False
 
     def _found(
@@ -317,9 +455,9 @@ class Scanner:
         self._best = found
 
 
-def classify(lines: Iterable[str], engine: str | None = None) -> Cause:
+def classify(lines: Iterable[str], engine: str | None = None, *, fast: bool = True) -> Cause:
     """The cause of a whole output at once."""
-    scanner = Scanner(engine)
+    scanner = Scanner(engine, fast=fast)
     for line in lines:
         scanner.feed(line)
     return scanner.result()
@@ -339,13 +477,14 @@ def _message(stream: _Stream, body: str, stripped: str) -> int | None:
     return _OUTSIDE if stream.lines > MAX_MESSAGE else stream.tier
 
 
-def _split(text: str) -> tuple[str, str, int | None, str]:
-    """A line's process tag, its log prefix without its digits (what the lines of one record share, whatever
-    their times), its level (None: none said, or a relay's) and what follows."""
+def _shape(text: str) -> tuple[int, int, str, int | None, int]:
+    """Where a line's process tag is (start, end), its log prefix without its digits (what the lines of one
+    record share, whatever their times), its level (None: none said, or a relay's) and where what follows
+    starts. It is the same for any two lines that differ only in their digits (no prefix names a digit)."""
     if text.startswith("{"):
         record = _JSON_LEVEL.search(text)
-        return "", "", _LEVEL_OF.get(record.group(1).upper(), WARNING) if record else None, text
-    proc = ""
+        return 0, 0, "", _LEVEL_OF.get(record.group(1).upper(), WARNING) if record else None, 0
+    start = end = 0
     header: list[str] = []
     level: int | None = None
     position = 0
@@ -355,19 +494,30 @@ def _split(text: str) -> tuple[str, str, int | None, str]:
             break
         group = prefix.lastgroup  # each kind of prefix has one named group, or none (a time)
         if group in ("proc", "rank", "compose"):
-            proc = prefix.group(group)
+            start, end = prefix.span(group)
         else:
             header.append(prefix.group())
             if group is not None and level is None:
                 level = _LEVEL_OF.get(prefix.group(group), WARNING)
         position = prefix.end()
-    body = text[position:]
     said = "".join(header)
     if _RELAYS in said:
         level = None  # the level of the process relaying the line, not of the line
-    if level is None and ("NCCL WARN" in body or "NCCL INFO" in body or _PYTHON_WARNING.match(body)):
+    if level is None and (
+        text.find("NCCL WARN", position) >= 0
+        or text.find("NCCL INFO", position) >= 0
+        or _PYTHON_WARNING.match(text, position)
+    ):
         level = WARNING
-    return proc, said.translate(_NO_DIGITS), level, body
+    return start, end, _no_digits(said), level, position
+
+
+def _no_digits(text: str) -> str:
+    """`text` without its ASCII digits (through bytes: str.translate is ten times slower)."""
+    try:
+        return text.encode().translate(None, b"0123456789").decode()
+    except UnicodeEncodeError:  # a lone surrogate
+        return text.translate(_NO_DIGITS)
 
 
 def _tier(level: int | None, body: str) -> int:

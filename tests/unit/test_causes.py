@@ -1,12 +1,14 @@
 """The cause classifier's rules (pipeline.causes) on small outputs made for each rule: chained tracebacks,
 process and log prefixes, errors over warnings, which of two causes wins, certain or not at the first
-crash, status's words free of the log's text, and memory that stays bounded whatever is fed. The real
-logs are in test_causes_corpus.py."""
+crash, status's words free of the log's text, memory that stays bounded whatever is fed, and a command's
+start that compiles no catalog. The real logs are in test_causes_corpus.py."""
 
 from __future__ import annotations
 
 import json
 import string
+import subprocess
+import sys
 
 import msgspec
 import pytest
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 
 from pipeline.causes import UNKNOWN, Cause, Scanner, classify
 from pipeline.causes.catalog import BY_KIND, CATALOG, FIELD_TYPES, KINDS, gate, needles, valid_field
-from pipeline.causes.scan import MAX_LINE, MAX_STREAMS
+from pipeline.causes.scan import MAX_LINE, MAX_STREAMS, MEMO_ENTRIES, MEMO_LINE
 
 OOM = (
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of "
@@ -517,20 +519,41 @@ def test_a_long_line_is_cut_for_matching_and_in_the_line_reported() -> None:
 
 
 def test_memory_stays_bounded_whatever_is_fed() -> None:
-    """Many processes, each opening a traceback under a long log prefix, NCCL warnings, lines far past the cut:
-    what the scanner holds stays within its bound, however many lines come."""
+    """Many processes, each opening a traceback under a long log prefix, NCCL warnings, lines far past the cut,
+    lines each of a shape of its own: what the scanner holds stays within its bound, however many lines come."""
     scanner = Scanner()
-    bound = MAX_STREAMS * (MAX_LINE + 64) + 4 * 2 * MAX_LINE
+    bound = MAX_STREAMS * (MAX_LINE + 64) + 4 * 2 * MAX_LINE + MEMO_ENTRIES * (2 * MEMO_LINE + 6)
     held = []
     for n in range(3_000):
         prefix = f"(Worker_TP{n} pid={n}) ERROR 09-28 15:47:24 [{'x' * 3000}.py:1] "
         scanner.feed(prefix + "Traceback (most recent call last):")
         scanner.feed(prefix + '  File "/x.py", line 1, in f')
         scanner.feed(f"node:{n}:1 [0] NCCL WARN Connect to 10.0.0.{n % 250}<4000> failed, retrying " + "z" * 5000)
+        scanner.feed(f"(Worker_TP{n}x pid=1) INFO 09-28 15:47:24 [{'y' * (n % 400)}.py:1] a line of its own shape")
         if n % 1_000 == 0:
             scanner.feed(OOM + " " + "y" * 1_000_000)
             held.append(scanner.held())
     assert max(held) <= bound
     assert scanner.held() <= bound
     assert len(scanner._streams) <= MAX_STREAMS
+    assert 0 < len(scanner._shapes or {}) <= MEMO_ENTRIES
     assert scanner.result().kind == "gpu_oom"
+
+
+def test_a_commands_start_compiles_no_catalog_until_an_output_is_read() -> None:
+    """Every command imports `Cause` (a finding may carry one) and few read an output: the catalog's patterns
+    (a tenth of a second) compile when the scanner is first asked for, not at import."""
+    code = (
+        "import sys, crashwatch.cli, pipeline.causes\n"
+        "from pipeline.causes import UNKNOWN, Cause\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.causes.')))\n"
+        "from pipeline.causes import classify\n"
+        "print(classify(['torch.OutOfMemoryError: CUDA out of memory.']).kind)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pipeline.causes.')))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    started, kind, read = done.stdout.splitlines()
+    loaded = [f"pipeline.causes.{name}" for name in ("catalog", "cause", "scan", "unknown")]
+    assert started == str([loaded[1], loaded[3]])
+    assert kind == "gpu_oom"
+    assert read == str(loaded)
