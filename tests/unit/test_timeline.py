@@ -58,3 +58,39 @@ def test_a_record_older_than_the_latest_or_without_a_time_is_taken_at_the_latest
     again: list[object] = [event("MODIFIED", pod(), "2026-11-20T10:00:00Z")]
     assert timeline.forward("c", again) is None  # type: ignore[arg-type]  # said once in a replay
     assert _times(again) == ["2026-11-20T10:06:00Z"] and timeline.moved == 4
+
+
+def test_within_a_batch_time_that_goes_back_is_found_whatever_its_form() -> None:
+    """Repeats, a time going back inside one batch or after a repeat, a date that is not one, a missing
+    time, fractions of different lengths, another separator: each batch comes out as the rule says, and
+    the latest afterwards is the latest read (what a faster check of whole batches must keep)."""
+    base: list[str | None] = [
+        "2026-11-20T10:00:00Z",
+        "2026-11-20T10:00:01Z",
+        "2026-11-20T10:00:01Z",
+        "2026-11-20T10:00:02Z",
+    ]
+    cases: list[tuple[list[str | None], list[str | None], int]] = [
+        (base, base, 0),  # in order, repeats included
+        (["2026-11-20T10:00:02Z", "2026-11-20T10:00:01Z"], ["2026-11-20T10:00:02Z"] * 2, 1),  # back in the batch
+        (
+            ["2026-11-20T10:00:01Z", "2026-11-20T10:00:02Z", "2026-11-20T10:00:01Z"],  # back after a repeat
+            ["2026-11-20T10:00:01Z", "2026-11-20T10:00:02Z", "2026-11-20T10:00:02Z"],
+            1,
+        ),
+        (["2026-13-20T10:00:00Z", "2026-11-20T10:00:03Z"], ["2026-11-20T10:00:00Z", "2026-11-20T10:00:03Z"], 0),
+        (["2026-11-20T10:00:00Z", None], ["2026-11-20T10:00:00Z"] * 2, 0),  # none: taken at the latest
+        (["2026-11-20T10:00:00.5Z", "2026-11-20T10:00:00.25Z"], ["2026-11-20T10:00:00.5Z"] * 2, 1),
+        (["2026-11-20 10:00:01Z", "2026-11-20T10:00:00Z"], ["2026-11-20 10:00:01Z"] * 2, 1),  # another form
+    ]
+    for times, expected, moved in cases:
+        timeline = Timeline()
+        timeline.forward("a", [event("ADDED", pod(), "2026-11-20T10:00:00Z")])
+        batch: list[object] = [event("MODIFIED", pod(), time) for time in times]
+        timeline.forward("a", batch)  # type: ignore[arg-type]
+        assert (_times(batch), timeline.moved) == (expected, moved), times
+        later: list[object] = [event("MODIFIED", pod(), "2026-11-20T10:00:00Z")]  # earlier than any latest
+        timeline.forward("a", later)  # type: ignore[arg-type]
+        assert _times(later) == [timeline.latest] and timeline.latest == max(
+            (t for t in expected if t is not None), key=lambda t: t.replace(" ", "T")
+        )
