@@ -119,14 +119,20 @@ def test_the_launcher_installs_the_wheel_the_release_ships(tmp_path: Path) -> No
     subprocess.run(build, capture_output=True, check=True, timeout=300)
     (wheel,) = dist.glob("*.whl")
     assert wheel.name == f"crashwatch-{version}-py3-none-any.whl"  # the name the launcher's URL ends with
-    deps = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "msgspec").is_dir())
+    found = next(p for p in map(Path, sys.path) if p.name == "site-packages" and (p / "msgspec").is_dir())
+    deps = tmp_path / "deps"  # the dependencies alone: where crashwatch is there too (CI installs the wheel),
+    deps.mkdir()  # pip would find it on PYTHONPATH, call it installed and install nothing
+    ours = {"crashwatch", "stream", "pipeline", "sinks"}
+    for entry in found.iterdir():
+        if entry.name not in ours and not entry.name.startswith("crashwatch-"):
+            (deps / entry.name).symlink_to(entry)
     env = {
         **os.environ,
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "CRASHWATCH_WHEEL": str(wheel),
         "PIP_NO_INDEX": "1",
         "PIP_NO_DEPS": "1",
-        "PYTHONPATH": str(deps),  # the dependencies (not crashwatch: this venv's is an editable or none)
+        "PYTHONPATH": str(deps),
     }
     done = subprocess.run([str(KREW / "kubectl-crashwatch"), "--version"], env=env, capture_output=True, text=True)
     assert (done.returncode, done.stdout.strip()) == (0, f"crashwatch {version}"), done.stderr
