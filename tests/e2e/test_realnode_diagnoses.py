@@ -51,9 +51,8 @@ import yaml
 from argocd import DCD, DGD, health
 from cli import run
 from dynamo import adopted_by_helm, conditions, dcds, dgds
-from helm import helm_env
 from kube import ApiError, Kube, eventually
-from realnode import container, make_component, spec
+from realnode import HelmRun, container, make_component, spec
 from registry import Registry
 from watcher import Watcher
 
@@ -335,39 +334,6 @@ class Watch(threading.Thread):
                     return
         finally:
             connection.close()
-
-
-class HelmRun:
-    """The real helm (v4) in the background on one case's namespace, with homes of its own, its output in a
-    file; `exited` is the monotonic time its exit was seen. Killed by `stop` if still running."""
-
-    def __init__(self, helm: Path, kubeconfig: Path, namespace: str, home: Path, *args: str) -> None:
-        home.mkdir(parents=True, exist_ok=True)
-        env = helm_env(home, kubeconfig)
-        self.log = home / f"{args[0]}.log"
-        self.started = time.monotonic()
-        self.exited: float | None = None
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [str(helm), *args, "--namespace", namespace, "--debug"],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-        threading.Thread(target=self._reap, daemon=True).start()
-
-    def _reap(self) -> None:
-        self.process.wait()
-        self.exited = time.monotonic()
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-        self.process.wait(timeout=15)
 
 
 def helm_binary() -> Path | None:
