@@ -99,6 +99,10 @@ class _ValuePool(Generic[T]):
         return len(self._refs)
 
 
+def _unchanged(time: str | None) -> None:
+    """No time passes before a change (an EventFilter on its own)."""
+
+
 def _intern_key(key: ComponentKey) -> ComponentKey:
     namespace, graph, component = key
     return (sys.intern(namespace), sys.intern(graph), sys.intern(component))
@@ -119,6 +123,9 @@ class EventFilter:
         self._pods = self.store.pods
         self._others = self.store.by_type
         self._held = self.store.held
+        # called with an update's time before the store takes it (Pipeline: time passes to it first, so
+        # that a deadline that fell before it is decided on the store as it was then)
+        self.before_change: Callable[[str | None], None] = _unchanged
         self._labels: _ValuePool[Labels] = _ValuePool()
         self._components: _ValuePool[ComponentKey] = _ValuePool(_intern_key)
         self._reduced: dict[str, msgspec.Raw] = {}  # pod_key -> the encoded view last passed on
@@ -180,10 +187,12 @@ class EventFilter:
         if event.type == "DELETED":
             if old is None or old.uid != view.uid:
                 return None
+            self.before_change(event.time)
             del views[key]
             return ObjectUpdate("delete", key, old, event.time, old)
         if old == view:
             return None
+        self.before_change(event.time)
         views[key] = view
         return ObjectUpdate("upsert", key, view, event.time, old)
 
@@ -230,11 +239,13 @@ class EventFilter:
                     return None
             elif key not in self._held and self._quiet_flip(old, view):
                 # kept (whoever reads the group's readiness later reads it here), not passed on
+                self.before_change(time)
                 self._pods[key] = msgspec.structs.replace(
                     view, namespace=old.namespace, labels=old.labels, component=old.component
                 )
                 return None
         if view.component is None:
+            self.before_change(time)
             self._forget(key, old)
             return ObjectUpdate("delete", key, old, time, old)
         return self._keep(key, old, view, time)
@@ -242,12 +253,14 @@ class EventFilter:
     def _deleted(self, key: ObjectKey, old: PodView | None, view: PodView, time: str | None) -> ObjectUpdate | None:
         if old is None or old.uid != view.uid:
             return None
+        self.before_change(time)
         self._forget(key, old)
         return ObjectUpdate("delete", key, old, time, old)
 
     def _keep(self, key: ObjectKey, old: PodView | None, view: PodView, time: str | None) -> ObjectUpdate:
         """Hold the Pod's new view, with its labels and component pooled, and pass it on."""
         assert view.component is not None
+        self.before_change(time)
         if old is None:
             component = self._components.acquire(view.component)
             labels = self._labels.acquire(view.labels)

@@ -51,6 +51,8 @@ class Pipeline:
         self.backends = make_backends(self.store, tunables)
         self.store.claimers = tuple((b.name, type(b).claim) for b in self.backends if overrides(b, "claim"))
         self.filter = EventFilter(self.store, self.backends, explains)
+        self.filter.before_change = self._time_passes
+        self._outputs: list[Output] = []  # where the outputs of time passing before a change go
         self.aggregator = Aggregator(
             self.store,
             self.backends,
@@ -72,13 +74,13 @@ class Pipeline:
         outputs: list[Output] = []
         if self.strict and self.rejected:
             return outputs
+        self._outputs = outputs  # the filter's before_change adds the deadlines' outputs, in their place
         for update in self.filter.updates(events):
             if type(update) is ObjectUpdate:
-                if update.time is not None and pending():
-                    outputs += aggregator.advance(update.time)
                 outputs += apply(update)
                 continue
             if type(update) is CrashOutput:
+                self._time_passes(update.time)
                 outputs += aggregator.explain(update)
                 continue
             self.rejected.append(update)  # type: ignore[arg-type]
@@ -88,6 +90,13 @@ class Pipeline:
             last = events[-1]
             outputs += aggregator.advance(_decode_time(last.time) if type(last) is ReducedPod else last.time)
         return outputs
+
+    def _time_passes(self, time: str | None) -> None:
+        """Before the store takes a change: the deadlines that fell by its time, decided on the store as
+        it was then (a Pod deleted at 10:01:01 still recovers at 10:01:00, the end of its window, however
+        the events before it were batched or dropped)."""
+        if time is not None and self.aggregator.pending():
+            self._outputs += self.aggregator.advance(time)
 
     def tick(self, time: str) -> list[Output]:
         """A live source's clock: time passed to `time` with no event (recovery windows and graces end)."""

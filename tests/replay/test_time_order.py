@@ -193,9 +193,10 @@ def test_two_recordings_one_after_the_other_give_what_each_does_as_a_file(tmp_pa
 
 def test_a_dropped_record_whose_time_passes_two_deadlines_is_read_alike(tmp_path: Path) -> None:
     """Times in order, none missing: worker-0's crash loop is held until 10:01:00 (Ready at 10:00:00,
-    a 60 s window), worker-1's image pull grace ends at 10:03:00. Seen again unchanged at 10:01:02, the
-    first ends then when the record is a batch of its own (a pipe); in one batch, both end together at
-    the next update's time, and the component never shows RECOVERED between them."""
+    a 60 s window), worker-1's image pull grace ends at 10:03:00. Seen again unchanged at 10:01:02: read
+    as a batch of its own (a pipe) the first deadline ends there, read in one batch both end at the next
+    update's time; each takes effect at its own moment either way, so the component shows RECOVERED
+    between them both ways (before deadlines were taken one moment at a time, not in one batch)."""
     worker = labels("g1", "worker")
 
     def crashing(restarts: int, ready: bool = False) -> dict[str, Any]:
@@ -220,3 +221,42 @@ def test_a_dropped_record_whose_time_passes_two_deadlines_is_read_alike(tmp_path
     log = tmp_path / "log.jsonl"
     log.write_text("\n".join(lines) + "\n")
     assert _replay([str(log)], 1)[1] == _piped(log.read_bytes())[1]
+
+    out = _replay([str(log)], 1)[1].decode().splitlines()
+    assert [(json.loads(line)["time"], json.loads(line)["crash_looping"]) for line in out if '"component"' in line][
+        :2
+    ] == [("2026-11-20T10:00:00Z", True), ("2026-11-20T10:01:00Z", False)]
+
+
+def test_a_pod_deleted_after_its_window_ended_recovers_at_the_window_s_end_however_read(tmp_path: Path) -> None:
+    """g1-worker-0 crash-loops, is Ready at 10:00:00 (held until 10:01:00, a 60 s window), and is deleted
+    at 10:01:01, just after a change of another Pod that the filter drops. Time passes to each change's
+    time before the store takes the change, so the Pod recovers at 10:01:00 with its view still there,
+    whether a batch ended after the dropped record (a pipe, -j 2's small ranges) or not (one file, -j 1):
+    before, in one batch the deletion came first and the recovery read 10:01:01."""
+    worker = labels("g1", "worker")
+
+    def crashing(restarts: int, ready: bool = False, name: str = "g1-worker-0") -> dict[str, Any]:
+        state = "running" if ready else "waiting"
+        containers = [container(restarts=restarts, state=state)]
+        return pod(name, uid=name, pod_labels=worker, containers=containers, ready=ready)
+
+    lines = [
+        json.dumps({"type": "ADDED", "object": dgd("g1")}),
+        _record("ADDED", crashing(2), 0),
+        _record("ADDED", crashing(1, name="g1-worker-1"), 0),
+        _record("MODIFIED", crashing(2, ready=True), 0),
+        *(_record("MODIFIED", crashing(1, name="g1-worker-1"), 30) for _ in range(40)),  # dropped, long lines
+        _record("MODIFIED", crashing(1, name="g1-worker-1"), 61),  # dropped: its time passes the window's end
+        _record("DELETED", crashing(2, ready=True), 61),
+    ]
+    log = tmp_path / "log.jsonl"
+    log.write_text("\n".join(lines) + "\n")
+    reference = _replay([str(log)], 1)[1]
+    assert _replay([str(log)], 2)[1] == reference and _piped(log.read_bytes())[1] == reference
+    times = [
+        (json.loads(line)["time"], json.loads(line)["crash_looping"])
+        for line in reference.decode().splitlines()
+        if '"component"' in line
+    ]
+    assert times == [("2026-11-20T10:00:00Z", True), ("2026-11-20T10:01:00Z", False)]
