@@ -51,8 +51,6 @@ class Pipeline:
         self.backends = make_backends(self.store, tunables)
         self.store.claimers = tuple((b.name, type(b).claim) for b in self.backends if overrides(b, "claim"))
         self.filter = EventFilter(self.store, self.backends, explains)
-        self.filter.before_change = self._time_passes
-        self._outputs: list[Output] = []  # where the outputs of time passing before a change go
         self.aggregator = Aggregator(
             self.store,
             self.backends,
@@ -63,6 +61,9 @@ class Pipeline:
             diagnoses=diagnoses,
             explains=explains,
         )
+        self._outputs: list[Output] = []  # where the outputs of time passing before a change go
+        self._time_passes = self._timer()
+        self.filter.before_change = self._time_passes
 
     def feed(self, events: Iterable[WatchEvent | ReducedPod | CrashOutput]) -> list[Output]:
         """The outputs these events cause, in order; events that change nothing a diagnosis reads
@@ -91,12 +92,17 @@ class Pipeline:
             outputs += aggregator.advance(_decode_time(last.time) if type(last) is ReducedPod else last.time)
         return outputs
 
-    def _time_passes(self, time: str | None) -> None:
+    def _timer(self) -> Callable[[str | None], None]:
         """Before the store takes a change: the deadlines that fell by its time, decided on the store as
         it was then (a Pod deleted at 10:01:01 still recovers at 10:01:00, the end of its window, however
-        the events before it were batched or dropped)."""
-        if time is not None and self.aggregator.pending():
-            self._outputs += self.aggregator.advance(time)
+        the events before it were batched or dropped). A closure: it runs at every change passed on."""
+        pending, advance = self.aggregator.pending, self.aggregator.advance
+
+        def time_passes(time: str | None) -> None:
+            if time is not None and pending():
+                self._outputs += advance(time)
+
+        return time_passes
 
     def tick(self, time: str) -> list[Output]:
         """A live source's clock: time passed to `time` with no event (recovery windows and graces end)."""
