@@ -238,8 +238,9 @@ class EventFilter:
                 ):
                     return None
             elif key not in self._held and self._quiet_flip(old, view):
-                # kept (whoever reads the group's readiness later reads it here), not passed on
-                self.before_change(time)
+                # kept (whoever reads the group's readiness later reads it here), not passed on; no time
+                # passes first: the backend says it changes no verdict, so a deadline decided after it
+                # reads what it would have read before (and the flips are many: it saves a time's parse)
                 self._pods[key] = msgspec.structs.replace(
                     view, namespace=old.namespace, labels=old.labels, component=old.component
                 )
