@@ -7,8 +7,9 @@ whose container has moved past that run (kubelet keeps a container's current and
 is skipped. The run is asked for as the
 plain log while the container is itself terminated in it, and as `previous=true` when it is the last
 terminated state of a container that runs or waits again (stream.sources.container_logs). The Pod is read
-again after the log: a run that moved meanwhile (the container restarted, or crashed again) may have been
-read from the wrong instance, and is skipped rather than misread.
+again after the log: a run that moved meanwhile may have been read from the wrong instance. A container
+that restarted (its run now the previous instance) is read once more as `previous`; one that crashed again
+or went is skipped rather than misread.
 
 Bounds: the last `lines` lines within `limit` bytes of the run's output, whole lines only (an output whose
 last lines fill the limit even when fewer are asked for is skipped: its end, where the cause is, would be
@@ -202,26 +203,36 @@ class CrashOutputReader:
         except ApiError as exc:
             self._trouble(exc, "pods", wanted)
             return None
-        if previous is None:
-            return None
-        try:
-            tail = await read_tail(
-                self.client, namespace, pod, container, previous, settings.lines, settings.limit, settings.timeout
-            )
-        except ApiError as exc:
-            self._trouble(exc, "pods/log", wanted)
-            return None
-        if not tail.whole:
-            self._failed(
-                f"the output of container {container} of Pod {namespace}/{pod}: its last lines are longer than "
-                f"{settings.limit >> 10}KiB; its cause is not read"
-            )
-            return None
-        try:
-            if await self._where(wanted) != previous:  # the run moved while it was read: maybe misread
+        for _ in range(2):  # once more when the container restarted during the read (see below)
+            if previous is None:
                 return None
-        except ApiError as exc:
-            self._trouble(exc, "pods", wanted)
+            try:
+                tail = await read_tail(
+                    self.client, namespace, pod, container, previous, settings.lines, settings.limit, settings.timeout
+                )
+            except ApiError as exc:
+                self._trouble(exc, "pods/log", wanted)
+                return None
+            if not tail.whole:
+                self._failed(
+                    f"the output of container {container} of Pod {namespace}/{pod}: its last lines are longer "
+                    f"than {settings.limit >> 10}KiB; its cause is not read"
+                )
+                return None
+            try:
+                now = await self._where(wanted)
+            except ApiError as exc:
+                self._trouble(exc, "pods", wanted)
+                return None
+            if now == previous:
+                break
+            if not (previous is False and now is True):  # it crashed again, or went: maybe misread
+                return None
+            # terminated when read, restarted since (kubelet restarts at once after a first crash, and a
+            # container without a readiness probe is Ready again): the plain log read may be the new run's,
+            # but the run is the previous instance now, and is read there
+            previous = now
+        else:
             return None
         text = tail.data.decode("utf-8", errors="replace")
         return CrashOutput(

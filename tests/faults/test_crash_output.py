@@ -123,8 +123,12 @@ async def test_a_run_kubelet_no_longer_keeps_is_skipped_unread(api: FakeApi, cli
     assert logs(api) == []
 
 
-async def test_a_run_that_moves_while_it_is_read_is_skipped(api: FakeApi, client: KubeClient) -> None:
-    """Terminated when the Pod was read, restarted before its plain log was: that log may be the new run's."""
+@pytest.mark.parametrize("then", ["running", "waiting"])
+async def test_a_run_whose_container_restarts_while_it_is_read_is_read_again_as_previous(
+    api: FakeApi, client: KubeClient, then: str
+) -> None:
+    """Terminated when the Pod was read, restarted before its plain log was (kubelet restarts at once after
+    a first crash): that log may be the new run's, so the run is read again where it is now, `previous`."""
     api.put("pods", worker(state="terminated"))
     api.put_log("ns", "w-0", "main", GATED)
     api.fault("log", Fault("delay", seconds=0.5))
@@ -134,10 +138,33 @@ async def test_a_run_that_moves_while_it_is_read_is_skipped(api: FakeApi, client
         async def restart() -> None:
             while not logs(api):
                 await anyio.sleep(0.01)
-            api.put("pods", worker(state="running"))
+            api.put("pods", worker(state=then))
+            api.put_log("ns", "w-0", "main", b"the new run starting\n")
+            api.put_log("ns", "w-0", "main", GATED, previous=True)
 
         tg.start_soon(restart)
+        output = await read.read(wanted())
+    assert output is not None and output.text == GATED.decode()
+    assert [r.query.get("previous") for r in logs(api)] == [None, "true"]
+    assert len(pod_reads(api)) == 3  # before, after the plain log (moved), after the previous one (still)
+
+
+async def test_a_run_that_moves_past_while_it_is_read_is_skipped(api: FakeApi, client: KubeClient) -> None:
+    """Read as `previous`, and crashed again before that log came: the previous instance is another run."""
+    api.put("pods", worker(state="running"))
+    api.put_log("ns", "w-0", "main", GATED, previous=True)
+    api.fault("log", Fault("delay", seconds=0.5))
+    read = reader(client)
+    async with anyio.create_task_group() as tg:
+
+        async def crash_again() -> None:
+            while not logs(api):
+                await anyio.sleep(0.01)
+            api.put("pods", worker(state="waiting", last_ended="2026-11-20T10:03:00Z"))
+
+        tg.start_soon(crash_again)
         assert await read.read(wanted()) is None
+    assert len(logs(api)) == 1
 
 
 async def test_a_huge_output_is_read_to_its_end_in_whole_lines_within_the_bounds(
