@@ -68,7 +68,7 @@ class Aggregator:
         self._reported: dict[ComponentKey, Finding] = {}  # each failing component's verdict
         self.graphs = Graphs()
         self.findings = PodFindings(store, recovery_window, settings)
-        self.causes = CrashCauses(self.pods, self.pods_of_component, settings.fail_fast)
+        self.causes = CrashCauses(self.pods, self.pods_of_component, settings.fail_fast, store.down_awaited)
         self._explains = explains  # ask for each new crash's output (a live reader answers)
         self.replacements = replacing = Replacements(self.pods, self.pods_of_component, backends)
         verdicts = Verdicts(self._reported, self.graphs.verdict, replacing.replacing, replacing.in_graph)
@@ -181,7 +181,9 @@ class Aggregator:
         if self.replacements.superseded:
             self.replacements.forget(key, new)
         if self.causes.asked:
-            self.causes.forget(key, new)
+            down = self.causes.changed(key, new)
+            if down is not None:  # Ready when its certain cause came, down now: failed as at its first crash
+                self.findings.hold(key, new, down)  # type: ignore[arg-type]  # (a Pod down is not None)
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         in_force, kept = self.findings.observe(key, old_component, new, time)
@@ -194,12 +196,14 @@ class Aggregator:
         if (old is not None and old.claim is not None) or (new is not None and new.claim is not None):
             touched = self._claimed(key, old, new, time, touched, kept or in_force)
         outputs = self._settle(list(dict.fromkeys(touched)), time)
-        if self._explains and new is not None and new.crash is not None and (old is None or old.crash != new.crash):
-            outputs += self._ask(key, new, time)
+        if self._explains:
+            outputs += self._ask(key, old, new, time)
         return outputs
 
-    def _ask(self, key: ObjectKey, new: PodView, time: str | None) -> list[Output]:
+    def _ask(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
         """A new crash of a Pod: its output, to read why, asked for once (pipeline.crash_causes)."""
+        if new is None or new.crash is None or (old is not None and old.crash == new.crash):
+            return []
         wanted = self.causes.crashed(key, new, time)
         return [wanted] if wanted is not None else []
 

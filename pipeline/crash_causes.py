@@ -31,17 +31,19 @@ CrashKey = tuple[str, str, str]
 
 
 class CrashCauses:
-    __slots__ = ("asked", "causes", "fail_fast", "pods", "pods_of")
+    __slots__ = ("asked", "awaited", "causes", "fail_fast", "pods", "pods_of")
 
     def __init__(
         self,
         pods: dict[ObjectKey, PodView],
         pods_of: Callable[[ComponentKey], Collection[ObjectKey]],
         fail_fast: bool,
+        awaited: dict[ObjectKey, Finding],
     ) -> None:
         """`pods`: the store's Pods; `pods_of`: a component's Pods; `fail_fast`: fail a Pod at its first
-        crash when the cause is certain."""
-        self.pods, self.pods_of, self.fail_fast = pods, pods_of, fail_fast
+        crash when the cause is certain; `awaited`: the store's Pods that were Ready when their crash's
+        certain cause came, with the finding they fail with when they go down (the filter reads it)."""
+        self.pods, self.pods_of, self.fail_fast, self.awaited = pods, pods_of, fail_fast, awaited
         self.asked: dict[ObjectKey, CrashKey] = {}  # the last crash whose output was asked for, per Pod
         self.causes: dict[ObjectKey, tuple[CrashKey, Cause]] = {}  # the last crash explained, per Pod
 
@@ -75,7 +77,8 @@ class CrashCauses:
         crash_key = (output.uid, output.container, output.finished_at)
         self.causes[key] = (crash_key, cause)
         self.asked.setdefault(key, crash_key)  # a replay's record asked for it: the Pod's entries go with it
-        if not (self.fail_fast and cause.certain) or view.ready or view.finished or view.claim is not None:
+        self.awaited.pop(key, None)
+        if not (self.fail_fast and cause.certain) or view.finished or view.claim is not None:
             return key, None  # a backend's Pod (a LeaderWorkerSet group's, recreated at once) is its rule's
         finding = Finding(
             view.name,
@@ -86,7 +89,26 @@ class CrashCauses:
             diagnosis=CERTAIN_CRASH,
             cause=cause,
         )
+        if view.ready:  # restarted and Ready already (no probe): failed when it goes down, not while Ready
+            self.awaited[key] = finding
+            return key, None
         return key, finding
+
+    def down(self, key: ObjectKey, view: PodView) -> Finding | None:
+        """A Pod awaited (Ready when its certain cause came) changed: the finding to hold it to if it is
+        down now, the same Pod (None: still Ready; or replaced or finished, and no longer awaited)."""
+        finding: Finding = self.awaited[key]
+        entry = self.causes.get(key)
+        if entry is None or entry[0][0] != view.uid or view.finished or view.claim is not None:
+            del self.awaited[key]
+            return None
+        if view.ready:
+            return None
+        del self.awaited[key]
+        crash = view.crash  # (where crashes are asked about) the run it is down after, if it shows one
+        if crash is None or crash.container != finding.container:
+            return finding
+        return msgspec.structs.replace(finding, restarts=crash.restarts, exit_code=crash.exit_code, reason=crash.reason)
 
     def named(self, namespace: str, finding: Finding) -> Finding:
         """The finding, closed with the cause of the last crash explained of its container, in its Pod (of
@@ -101,12 +123,15 @@ class CrashCauses:
             return finding  # an output that names no cause adds nothing to the finding's words
         return msgspec.structs.replace(finding, cause=cause)
 
-    def forget(self, key: ObjectKey, new: PodView | None) -> None:
-        """A Pod changed: if it is gone, or replaced under its name, its crashes go with it."""
+    def changed(self, key: ObjectKey, new: PodView | None) -> Finding | None:
+        """A Pod changed: if it is gone, or replaced under its name, its crashes go with it; if it was
+        awaited and is down now, the finding to hold it to (see `down`)."""
         asked = self.asked.get(key)
         if asked is not None and (new is None or asked[0] != new.uid):
             del self.asked[key]
             self.causes.pop(key, None)
+            self.awaited.pop(key, None)
+        return self.down(key, new) if new is not None and key in self.awaited else None
 
     def _speaks(self, key: ObjectKey, component: ComponentKey) -> bool:
         """Whether the Pod is, of its component's Pods that show a crash, the first by name."""

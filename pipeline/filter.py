@@ -123,6 +123,7 @@ class EventFilter:
         self._pods = self.store.pods
         self._others = self.store.by_type
         self._held = self.store.held
+        self._awaited = self.store.down_awaited
         # called with an update's time before the store takes it (Pipeline: time passes to it first, so
         # that a deadline that fell before it is decided on the store as it was then)
         self.before_change: Callable[[str | None], None] = _unchanged
@@ -233,7 +234,7 @@ class EventFilter:
             # (pipeline.holds: a hold starts with a finding, which passes, so its view is fresh then),
             # and to a LeaderWorkerSet group's Pods as the group's state says
             if old.claim == view.claim:
-                if key not in self._held or (
+                if (key not in self._held and key not in self._awaited) or (
                     old.ready == view.ready and old.restarts == view.restarts and old.finished == view.finished
                 ):
                     return None

@@ -282,7 +282,7 @@ class ViewStore:
     """The current view of every object the pipeline holds, once: the filter writes it (it decides what
     changed) and the aggregator and the backends read it, so no object is held twice."""
 
-    __slots__ = ("by_type", "claimers", "dcds", "dgds", "held", "makers", "pods")
+    __slots__ = ("by_type", "claimers", "dcds", "dgds", "down_awaited", "held", "makers", "pods")
 
     def __init__(self, claimers: tuple[Claimer, ...] = ()) -> None:
         """`claimers`: the backends that claim Pods by their labels (pipeline.backends)."""
@@ -292,6 +292,9 @@ class ViewStore:
         # the Pods whose crash-loop verdict is held between restarts (the aggregator's, pipeline.holds):
         # the only ones whose readiness and restart count the filter must pass on
         self.held: dict[ObjectKey, Any] = {}
+        # the Pods Ready again when their crash's certain cause came (pipeline.crash_causes), failed when
+        # they go down: their readiness the filter must pass on too
+        self.down_awaited: dict[ObjectKey, Any] = {}
         self.claimers = claimers
         # the views of every kind but Pods, by their type: the filter's generic path; and the one place a
         # decoded object's kind picks its view (the aggregator dispatches on the view's type)

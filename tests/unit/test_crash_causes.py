@@ -161,6 +161,36 @@ def test_an_output_of_a_pod_replaced_since_or_ready_again_fails_nothing() -> Non
     assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))])) == []
 
 
+def test_a_pod_ready_again_when_its_certain_cause_came_fails_when_it_goes_down() -> None:
+    """No readiness probe: Ready from each start to its crash, and restarted at once after the first, so
+    its output is often read while it is Ready again; failed when it is down next, with no new output to
+    wait for (its next crash may end in the same second as the first, the same run to a reader); a Pod
+    replaced meanwhile is not. (A replay, which reads no crash of a view, keeps the view the output
+    found down and fails it there: the same verdict, a moment sooner.)"""
+    explains = True
+    pipeline = Pipeline(explains=explains, recovery_window=60)
+    pipeline.feed([event("ADDED", dgd(), at(0)), event("ADDED", dcd("g-worker"), at(0))])
+    pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
+    ready = pod("w-0", containers=[container(state="running", restarts=1, last_exit=1, ran=(at(0), at(1)))], ready=True)
+    pipeline.feed([event("MODIFIED", ready, at(1, 1))])
+    assert of(ComponentChange, pipeline.feed([crash_output(GATED, at(1))])) == []  # Ready: not failed
+    down = pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=1, ended=at(1)), at(1, 3))])
+    (change,) = of(ComponentChange, down)
+    assert change.finding is not None and change.finding.diagnosis == "certain_crash"
+    assert change.time == at(1, 3) and change.finding.cause is not None
+    assert change.finding.cause.kind == "model_access_denied"
+    (graph,) = of(GraphChange, down)
+    assert graph.failed and graph.reason == "component_crashed_with_certain_cause"
+    # replaced under its name while Ready: the new Pod going down is no longer that cause's
+    pipeline = Pipeline(explains=explains, recovery_window=60)
+    pipeline.feed([event("ADDED", dgd(), at(0)), event("ADDED", dcd("g-worker"), at(0))])
+    pipeline.feed([event("MODIFIED", worker(state="terminated", restarts=0, ended=at(1)), at(1))])
+    pipeline.feed([event("MODIFIED", ready, at(1, 1)), crash_output(GATED, at(1))])
+    pipeline.feed([event("DELETED", ready, at(1, 2))])
+    fresh = worker(state="waiting", restarts=0, uid="uid-new")
+    assert of(ComponentChange, pipeline.feed([event("ADDED", fresh, at(1, 3))])) == []
+
+
 def test_a_backends_pod_is_left_to_its_rule() -> None:
     """A LeaderWorkerSet group is recreated at its first crash: failing its Pod at once would flap."""
     pipeline = started()
