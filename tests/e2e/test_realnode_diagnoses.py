@@ -52,7 +52,7 @@ from argocd import DCD, DGD, health
 from cli import run
 from dynamo import adopted_by_helm, conditions, dcds, dgds
 from kube import ApiError, Kube, eventually
-from realnode import HelmRun, container, make_component, spec
+from realnode import HelmRun, container, make_component, play_the_operator, spec
 from registry import Registry
 from watcher import Watcher
 
@@ -413,27 +413,6 @@ def ready_after(kube: Kube, namespace: str) -> float:
     return float(calendar.timegm(time.strptime(ready, "%Y-%m-%dT%H:%M:%SZ"))) - calendar.timegm(
         time.strptime(pod["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")
     )
-
-
-def play_the_operator(kube: Kube, namespace: str) -> None:
-    """What the Dynamo operator writes once the component's Deployment is available (no operator runs
-    here): the DCD `Available=True`, the DGD `successful`; every other condition kept as it is."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    for path, kind, extra in (
-        (f"{dcds(namespace)}/llm-worker", "Available", {}),
-        (f"{dgds(namespace)}/llm", "Ready", {"state": "successful"}),
-    ):
-        obj = kube.get(path)
-        ready = {
-            "type": kind,
-            "status": "True",
-            "reason": "DeploymentReady" if kind == "Available" else "all_resources_are_ready",
-            "message": "Deployment is ready" if kind == "Available" else "All resources are ready",
-            "lastTransitionTime": now,
-            "observedGeneration": obj["metadata"]["generation"],
-        }
-        kept = [c for c in obj.get("status", {}).get("conditions", []) if c["type"] != kind]
-        kube.merge_patch(f"{path}/status", {"status": {**extra, "conditions": [*kept, ready]}})
 
 
 @pytest.fixture(scope="module")
