@@ -136,9 +136,8 @@ class Aggregator:
 
     def advance(self, time: str | None) -> list[Output]:
         """Time passed to `time` (an event's, or a live clock's tick): every tracker's deadlines that fell
-        by then each take effect at the moment it ran out, in that order, one moment at a time, so that a
-        verdict at one deadline never sees a later one's effect: however far one step goes (a batch's end,
-        a tick, an event), the same verdicts follow."""
+        by then each take effect at the moment it ran out, one moment at a time (a verdict at one never sees
+        a later one's effect, however far a step goes: a batch's end, a tick, an event)."""
         now = seconds(time)
         if now is None:
             return []
@@ -180,10 +179,8 @@ class Aggregator:
         """A Pod came (`old` None), changed, or went (`new` None): the filter never hands on neither."""
         if self.replacements.superseded:
             self.replacements.forget(key, new)
-        if self.causes.asked:
-            down = self.causes.changed(key, new)
-            if down is not None:  # Ready when its certain cause came, down now: failed as at its first crash
-                self.findings.hold(key, new, down)  # type: ignore[arg-type]  # (a Pod down is not None)
+        if self.causes.asked and (down := self.causes.changed(key, new)) is not None:
+            self.findings.hold(key, *down)  # Ready when its certain cause came, down now
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         in_force, kept = self.findings.observe(key, old_component, new, time)
@@ -196,16 +193,8 @@ class Aggregator:
         if (old is not None and old.claim is not None) or (new is not None and new.claim is not None):
             touched = self._claimed(key, old, new, time, touched, kept or in_force)
         outputs = self._settle(list(dict.fromkeys(touched)), time)
-        if self._explains:
-            outputs += self._ask(key, old, new, time)
-        return outputs
-
-    def _ask(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None) -> list[Output]:
-        """A new crash of a Pod: its output, to read why, asked for once (pipeline.crash_causes)."""
-        if new is None or new.crash is None or (old is not None and old.crash == new.crash):
-            return []
-        wanted = self.causes.crashed(key, new, time)
-        return [wanted] if wanted is not None else []
+        # a new crash's output, to read why, asked for once
+        return outputs + self.causes.crashed(key, old, new, time) if self._explains else outputs
 
     def _claimed(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None,
                  touched: list[ComponentKey], failing: bool) -> list[ComponentKey]:  # fmt: skip

@@ -22,7 +22,7 @@ import msgspec
 from pipeline.causes import Cause
 from pipeline.causes.unknown import UNKNOWN_KIND
 from pipeline.findings import CERTAIN_CRASH, Finding
-from pipeline.outputs import ExplainWanted
+from pipeline.outputs import ExplainWanted, Output
 from pipeline.views import ComponentKey, ObjectKey, PodView
 from stream.model.events import CrashOutput
 
@@ -47,20 +47,23 @@ class CrashCauses:
         self.asked: dict[ObjectKey, CrashKey] = {}  # the last crash whose output was asked for, per Pod
         self.causes: dict[ObjectKey, tuple[CrashKey, Cause]] = {}  # the last crash explained, per Pod
 
-    def crashed(self, key: ObjectKey, view: PodView, time: str | None) -> ExplainWanted | None:
-        """A Pod shows a crash it did not show before: the output to ask for, if it is the Pod that speaks
-        for its component and that crash was not asked for yet."""
+    def crashed(self, key: ObjectKey, old: PodView | None, view: PodView | None, time: str | None) -> list[Output]:
+        """A Pod changed: if it shows a crash it did not show before, the output to ask for, if it is the Pod
+        that speaks for its component and that crash was not asked for yet."""
+        if view is None or view.crash is None or (old is not None and old.crash == view.crash):
+            return []
         crash, component = view.crash, view.component
-        assert crash is not None
         if component is None:
-            return None
+            return []
         crash_key = (view.uid, crash.container, crash.finished_at)
         if self.asked.get(key) == crash_key or not self._speaks(key, component):
-            return None
+            return []
         self.asked[key] = crash_key
-        return ExplainWanted(
-            time, *key, view.uid, crash.container, crash.finished_at, crash.restarts, crash.exit_code, crash.reason
-        )
+        return [
+            ExplainWanted(
+                time, *key, view.uid, crash.container, crash.finished_at, crash.restarts, crash.exit_code, crash.reason
+            )
+        ]
 
     def explained(self, output: CrashOutput) -> tuple[ObjectKey, Finding | None] | None:
         """A crash's output came: its cause is read and kept. The Pod it is of (None: gone, or no longer
@@ -123,15 +126,16 @@ class CrashCauses:
             return finding  # an output that names no cause adds nothing to the finding's words
         return msgspec.structs.replace(finding, cause=cause)
 
-    def changed(self, key: ObjectKey, new: PodView | None) -> Finding | None:
+    def changed(self, key: ObjectKey, new: PodView | None) -> tuple[PodView, Finding] | None:
         """A Pod changed: if it is gone, or replaced under its name, its crashes go with it; if it was
-        awaited and is down now, the finding to hold it to (see `down`)."""
+        awaited and is down now, it and the finding to hold it to (see `down`)."""
         asked = self.asked.get(key)
         if asked is not None and (new is None or asked[0] != new.uid):
             del self.asked[key]
             self.causes.pop(key, None)
             self.awaited.pop(key, None)
-        return self.down(key, new) if new is not None and key in self.awaited else None
+        down = self.down(key, new) if new is not None and key in self.awaited else None
+        return (new, down) if new is not None and down is not None else None
 
     def _speaks(self, key: ObjectKey, component: ComponentKey) -> bool:
         """Whether the Pod is, of its component's Pods that show a crash, the first by name."""
