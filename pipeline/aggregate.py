@@ -179,8 +179,11 @@ class Aggregator:
         """A Pod came (`old` None), changed, or went (`new` None): the filter never hands on neither."""
         if self.replacements.superseded:
             self.replacements.forget(key, new)
-        if self.causes.asked and (down := self.causes.changed(key, new)) is not None:
-            self.findings.hold(key, *down)  # Ready when its certain cause came, down now
+        asks: list[Output] = []  # a new crash's output, to read why, asked for once
+        if self._explains or self.causes.asked:
+            down, asks = self.causes.observe(key, old, new, time, self._explains)
+            if down is not None:
+                self.findings.hold(key, *down)  # Ready when its certain cause came, down now
         old_component = old.component if old is not None else None
         new_component = new.component if new is not None else None
         in_force, kept = self.findings.observe(key, old_component, new, time)
@@ -193,8 +196,7 @@ class Aggregator:
         if (old is not None and old.claim is not None) or (new is not None and new.claim is not None):
             touched = self._claimed(key, old, new, time, touched, kept or in_force)
         outputs = self._settle(list(dict.fromkeys(touched)), time)
-        # a new crash's output, to read why, asked for once
-        return outputs + self.causes.crashed(key, old, new, time) if self._explains else outputs
+        return outputs + asks if asks else outputs
 
     def _claimed(self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None,
                  touched: list[ComponentKey], failing: bool) -> list[ComponentKey]:  # fmt: skip

@@ -47,24 +47,6 @@ class CrashCauses:
         self.asked: dict[ObjectKey, CrashKey] = {}  # the last crash whose output was asked for, per Pod
         self.causes: dict[ObjectKey, tuple[CrashKey, Cause]] = {}  # the last crash explained, per Pod
 
-    def crashed(self, key: ObjectKey, old: PodView | None, view: PodView | None, time: str | None) -> list[Output]:
-        """A Pod changed: if it shows a crash it did not show before, the output to ask for, if it is the Pod
-        that speaks for its component and that crash was not asked for yet."""
-        if view is None or view.crash is None or (old is not None and old.crash == view.crash):
-            return []
-        crash, component = view.crash, view.component
-        if component is None:
-            return []
-        crash_key = (view.uid, crash.container, crash.finished_at)
-        if self.asked.get(key) == crash_key or not self._speaks(key, component):
-            return []
-        self.asked[key] = crash_key
-        return [
-            ExplainWanted(
-                time, *key, view.uid, crash.container, crash.finished_at, crash.restarts, crash.exit_code, crash.reason
-            )
-        ]
-
     def explained(self, output: CrashOutput) -> tuple[ObjectKey, Finding | None] | None:
         """A crash's output came: its cause is read and kept. The Pod it is of (None: gone, or no longer
         that Pod), and the finding to hold it to at once when the cause is certain and the Pod is not Ready
@@ -126,16 +108,38 @@ class CrashCauses:
             return finding  # an output that names no cause adds nothing to the finding's words
         return msgspec.structs.replace(finding, cause=cause)
 
-    def changed(self, key: ObjectKey, new: PodView | None) -> tuple[PodView, Finding] | None:
-        """A Pod changed: if it is gone, or replaced under its name, its crashes go with it; if it was
-        awaited and is down now, it and the finding to hold it to (see `down`)."""
+    def observe(
+        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None, asks: bool
+    ) -> tuple[tuple[PodView, Finding] | None, list[Output]]:
+        """A Pod changed, heard once: if it is gone, or replaced under its name, its crashes go with it; if
+        it was awaited and is down now, it and the finding to hold it to (see `down`); and, where `asks`, if
+        it shows a crash it did not show before and speaks for its component, the output to ask for, once."""
         asked = self.asked.get(key)
         if asked is not None and (new is None or asked[0] != new.uid):
             del self.asked[key]
             self.causes.pop(key, None)
             self.awaited.pop(key, None)
         down = self.down(key, new) if new is not None and key in self.awaited else None
-        return (new, down) if new is not None and down is not None else None
+        held = (new, down) if new is not None and down is not None else None
+        return held, self._ask(key, old, new, time) if asks else []
+
+    def _ask(self, key: ObjectKey, old: PodView | None, view: PodView | None, time: str | None) -> list[Output]:
+        """The output to ask for if the Pod shows a crash it did not show before, is the Pod that speaks
+        for its component, and that crash was not asked for yet."""
+        if view is None or view.crash is None or (old is not None and old.crash == view.crash):
+            return []
+        crash, component = view.crash, view.component
+        if component is None:
+            return []
+        crash_key = (view.uid, crash.container, crash.finished_at)
+        if self.asked.get(key) == crash_key or not self._speaks(key, component):
+            return []
+        self.asked[key] = crash_key
+        return [
+            ExplainWanted(
+                time, *key, view.uid, crash.container, crash.finished_at, crash.restarts, crash.exit_code, crash.reason
+            )
+        ]
 
     def _speaks(self, key: ObjectKey, component: ComponentKey) -> bool:
         """Whether the Pod is, of its component's Pods that show a crash, the first by name."""
