@@ -433,7 +433,7 @@ def remembered_per_pod(pods: int, held: list[WatchEvent] | None = None) -> float
         obj = last.object
         assert isinstance(obj, Pod)
         key = pod_key(obj.metadata.namespace, obj.metadata.name)
-        batch.append(ReducedPod(line, key, "ADDED", msgspec.Raw(encode_view(obj)), msgspec.Raw(encode(None))))
+        batch.append(ReducedPod(line, key, "ADDED", msgspec.Raw(encode_view(obj)), None))
         if len(batch) == 500:
             batches.append(encode(batch))
             batch = []

@@ -63,9 +63,6 @@ class Rejected(msgspec.Struct, frozen=True, gc=False):
         return f"{self.kind} {self.namespace}/{self.name}: {self.problem}"
 
 
-_decode_time = msgspec.msgpack.Decoder(str | None).decode
-
-
 T = TypeVar("T", bound=Hashable)
 
 
@@ -212,7 +209,7 @@ class EventFilter:
             self._reduced.pop(pod.key, None)
         else:
             return None
-        return self.observe_pod(kind, decode_view(pod.view), _decode_time(pod.time))
+        return self.observe_pod(kind, decode_view(pod.view), pod.time)
 
     def observe_pod(self, kind: str, view: PodView, time: str | None) -> ObjectUpdate | None:
         """The hot path: most events are Pod updates, and most of those change nothing we read. `kind`

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-import msgspec
-
 from pipeline.aggregate import Aggregator
 from pipeline.backends.base import overrides
 from pipeline.backends.registry import make_backends
@@ -20,8 +18,6 @@ from pipeline.holds import DEFAULT_RECOVERY_WINDOW
 from pipeline.outputs import Output, StatusWanted
 from pipeline.views import StatusView, ViewStore
 from stream.model.events import CrashOutput, ReducedPod, WatchEvent
-
-_decode_time = msgspec.msgpack.Decoder(str | None).decode
 
 
 class Pipeline:
@@ -88,8 +84,7 @@ class Pipeline:
             if self.strict:
                 return outputs
         if pending() and isinstance(events, list) and events:
-            last = events[-1]
-            outputs += aggregator.advance(_decode_time(last.time) if type(last) is ReducedPod else last.time)
+            outputs += aggregator.advance(events[-1].time)
         return outputs
 
     def _timer(self) -> Callable[[str | None], None]:

@@ -127,8 +127,7 @@ def _decode_range(
                     pass
                 else:
                     meta = pod.metadata
-                    time = msgspec.Raw(_encode(event.time))
-                    pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, time))
+                    pods.append(ReducedPod(lines, pod_key(meta.namespace, meta.name), event.type, reduced, event.time))
                     line_start = stop + 1
                     continue
             raw.append(_RawLine(lines, line_start, stop, len(pods)))

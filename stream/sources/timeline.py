@@ -18,6 +18,8 @@ they arrive, never sees time go back either, and this reads the log as it would 
 from __future__ import annotations
 
 import datetime
+import itertools
+import operator
 from dataclasses import dataclass
 
 import msgspec
@@ -26,9 +28,8 @@ from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
 
 Item = WatchEvent | ReducedPod | CrashOutput | BadRecord
 
-_decode_time = msgspec.msgpack.Decoder(str | None).decode
-_encode = msgspec.msgpack.encode
 _parse = datetime.datetime.fromisoformat
+_time = operator.attrgetter("time")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,16 @@ class Backwards:
         )
 
 
+def _read(batch: list[Item]) -> tuple[list[str | None], list[datetime.datetime | None], bool]:
+    """Each record's time, as text and as a moment (None: none, or one that cannot be read; a bad record
+    has none), and whether every record had one that was read (then a moment may lack an offset)."""
+    times: list[str | None] = list(map(_time, batch))
+    try:  # the usual batch: each time read once, in C
+        return times, list(map(_parse, times)), True  # type: ignore[arg-type]
+    except (TypeError, ValueError):  # none, or one that cannot be read
+        return times, [_moment(time) if time is not None else None for time in times], False
+
+
 def _moment(text: str) -> datetime.datetime | None:
     """An RFC 3339 time, comparable with any other (a time without an offset is local, as the core reads it)."""
     try:
@@ -55,6 +66,18 @@ def _moment(text: str) -> datetime.datetime | None:
     except ValueError:
         return None
     return moment if moment.tzinfo is not None else moment.astimezone()
+
+
+def _in_order(moments: list[datetime.datetime], latest: datetime.datetime | None) -> bool:
+    """Whether these moments, each with an offset, go on from `latest` without going back."""
+    try:
+        return (
+            moments[0].tzinfo is not None  # then none lacks one: comparing it with one that has raises
+            and (latest is None or moments[0] >= latest)
+            and all(map(operator.le, moments, itertools.islice(moments, 1, None)))
+        )
+    except TypeError:  # a time without an offset among times with one
+        return False
 
 
 class Timeline:
@@ -69,37 +92,42 @@ class Timeline:
     def forward(self, log: str, batch: list[Item]) -> Backwards | None:
         """Take each record of the batch, in place, at the latest time read when its own is earlier or
         missing; the first time that went back, once in a replay (None otherwise)."""
+        if not batch:
+            return None
         first = self.first
-        for index, item in enumerate(batch):
-            kind = type(item)
-            if kind is BadRecord:
+        times, moments, whole = _read(batch)
+        latest = self._latest
+        if whole and _in_order(moments, latest):  # type: ignore[arg-type]  # the usual batch: kept as it is
+            self.latest, self._latest = times[-1], moments[-1]
+            return None
+        text, moved = self.latest, 0
+        for index, moment in enumerate(moments):
+            if moment is not None:
+                try:
+                    later = latest is None or moment >= latest
+                except TypeError:  # a time without an offset, beside the latest with one: local
+                    moment = moment.astimezone()
+                    later = moment >= latest  # type: ignore[operator]
+                if later:
+                    text, latest = times[index], moment if moment.tzinfo is not None else moment.astimezone()
+                    continue
+                moved += 1
+                if self.first is None:
+                    self.first = Backwards(log, text, str(times[index]), index)  # type: ignore[arg-type]
+            elif text is None or type(batch[index]) is BadRecord:  # nothing read yet to take it at; no record
                 continue
-            text: str | None = _decode_time(item.time) if kind is ReducedPod else item.time  # type: ignore[union-attr,arg-type,assignment]
-            if text == self.latest:
-                continue
-            moment: datetime.datetime | None
-            try:  # the usual record: a time with an offset, not earlier than the latest
-                moment = _parse(text)  # type: ignore[arg-type]
-                later = moment >= self._latest  # type: ignore[operator]
-            except (TypeError, ValueError):  # no time, none readable, none before, or one without an offset
-                moment = _moment(text) if text is not None else None
-                later = moment is not None and (self._latest is None or moment >= self._latest)
-            if later:
-                self.latest, self._latest = text, moment
-            elif self.latest is not None:  # (before any time is read there is nothing to take it at)
-                if moment is not None:
-                    self.moved += 1
-                    if self.first is None:
-                        self.first = Backwards(log, self.latest, str(text), index)
-                batch[index] = _at(item, self.latest)  # type: ignore[arg-type]
+            item = batch[index]
+            if type(item) is WatchEvent:  # most records: no call
+                item.time = text
+            else:
+                batch[index] = _at(item, text)  # type: ignore[arg-type]
+        self.latest, self._latest = text, latest
+        self.moved += moved
         return self.first if first is None else None
 
 
 def _at(item: WatchEvent | ReducedPod | CrashOutput, time: str | None) -> Item:
-    if type(item) is ReducedPod:
-        item.time = msgspec.Raw(_encode(time))
-        return item
-    if type(item) is WatchEvent:
-        item.time = time
-        return item
-    return msgspec.structs.replace(item, time=time)
+    if isinstance(item, CrashOutput):  # a frozen struct
+        return msgspec.structs.replace(item, time=time)
+    item.time = time
+    return item

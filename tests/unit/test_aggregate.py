@@ -84,9 +84,8 @@ def reduced(ev: WatchEvent) -> ReducedPod:
     """The event as a parallel replay's worker sends it."""
     pod = ev.object
     assert isinstance(pod, Pod)
-    time = msgspec.msgpack.encode(ev.time)
     key = pod_key(pod.metadata.namespace, pod.metadata.name)
-    return ReducedPod(0, key, ev.type, msgspec.Raw(encode_view(pod)), msgspec.Raw(time))
+    return ReducedPod(0, key, ev.type, msgspec.Raw(encode_view(pod)), ev.time)
 
 
 def test_reduced_pods_are_decided_as_decoded_ones_and_repeats_dropped_before_decoding() -> None:
