@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 from builders import event, pod
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream.model.events import BadRecord, CrashOutput, ReducedPod, WatchEvent
 from stream.sources.timeline import Timeline
@@ -88,3 +90,50 @@ def test_within_a_batch_time_that_goes_back_is_found_whatever_its_form() -> None
         assert _times(later) == [timeline.latest] and timeline.latest == max(
             (t for t in expected if t is not None), key=lambda t: t.replace(" ", "T")
         )
+
+
+_FORMS = st.sampled_from(["Z", "+00:00", "+01:00", ""])  # "": no offset, a local time
+_TIMES = st.one_of(
+    st.none(),
+    st.sampled_from(["not a time", "2026-13-20T10:00:00Z"]),
+    st.builds(
+        lambda second, fraction, form, separator: (
+            f"2026-11-20{separator}{10 + (form == '+01:00'):02d}:0{second // 60}:{second % 60:02d}{fraction}{form}"
+        ),
+        st.integers(0, 239),
+        st.sampled_from(["", ".5", ".000", ".123456"]),
+        _FORMS,
+        st.sampled_from(["T", " "]),
+    ),
+)
+
+
+def _record(kind: int, time: str | None) -> object:
+    if kind == 0:
+        return BadRecord("a:1", "bad")
+    if kind == 1:
+        return ReducedPod(1, "2:nsp", "MODIFIED", msgspec.Raw(b"\xc0"), time)
+    if kind == 2:
+        return CrashOutput("ns", "p", "u", "main", "2026-11-20T09:59:00Z", "boom", time=time)
+    return event("MODIFIED", pod(), time)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TIMES, st.lists(st.tuples(st.integers(0, 5), _TIMES), max_size=12), st.booleans())
+def test_a_batch_read_whole_comes_out_as_its_records_read_one_by_one(
+    start: str | None, records: list[tuple[int, str | None]], in_order: bool
+) -> None:
+    """The usual batch (every time read, none going back) is checked whole and left as it is; any other
+    is walked record by record: either way each record comes out as the rule says for it alone."""
+    if in_order:  # the usual batch: times with an offset, in order, read once each
+        records = [(3, f"2026-11-20T10:0{i // 60}:{i % 60:02d}Z") for i in range(len(records))]
+    whole, single = Timeline(), Timeline()
+    for timeline in (whole, single):  # the latest read before: none, or any time
+        timeline.forward("a", [event("ADDED", pod(), start)])  # type: ignore[list-item]
+    batch = [_record(kind, time) for kind, time in records]
+    alone = [[_record(kind, time)] for kind, time in records]
+    whole.forward("a", batch)  # type: ignore[arg-type]
+    for one in alone:
+        single.forward("a", one)  # type: ignore[arg-type]
+    assert _times(batch) == _times([one[0] for one in alone])
+    assert (whole.latest, whole.moved) == (single.latest, single.moved)
