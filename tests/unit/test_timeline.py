@@ -129,7 +129,7 @@ def test_a_batch_read_whole_comes_out_as_its_records_read_one_by_one(
         records = [(3, f"2026-11-20T10:0{i // 60}:{i % 60:02d}Z") for i in range(len(records))]
     whole, single = Timeline(), Timeline()
     for timeline in (whole, single):  # the latest read before: none, or any time
-        timeline.forward("a", [event("ADDED", pod(), start)])  # type: ignore[list-item]
+        timeline.forward("a", [event("ADDED", pod(), start)])
     batch = [_record(kind, time) for kind, time in records]
     alone = [[_record(kind, time)] for kind, time in records]
     whole.forward("a", batch)  # type: ignore[arg-type]
