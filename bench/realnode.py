@@ -28,10 +28,8 @@ import argparse
 import http.client
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -41,11 +39,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import envtest  # noqa: E402
 import realnode  # noqa: E402
 from dynamo import GRAPH, dcds, deployment, make_graph  # noqa: E402
 from kube import ApiError, Kube  # noqa: E402
 from watcher import Watcher  # noqa: E402
+
+from stream.model.times import parse_duration  # noqa: E402
 
 NAMESPACE = "bench"
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -163,29 +162,14 @@ def describe(values: list[float]) -> str:
     )
 
 
-def parse_duration(text: str) -> float:
-    units = {"s": 1, "m": 60, "h": 3600}
-    return float(text[:-1]) * units[text[-1]] if text[-1] in units else float(text)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--loops", type=int, default=20)
     parser.add_argument("--duration", default="10m", help="how long the crash loops are watched for flaps")
     args = parser.parse_args()
     duration = parse_duration(args.duration)
-    found = realnode.parts()
-    top = Path(tempfile.mkdtemp(prefix="bench-realnode-"))
-    node = realnode.make(found, envtest.binaries(), top / "node", top / "controlplane")
-    (top / "node").mkdir()
-    (top / "controlplane").mkdir()
-    node.start()
-    print(f"node up in {node.started_in:.1f}s", file=sys.stderr)
-    try:
+    with realnode.bench_node("bench-realnode-") as (node, _):
         run_bench(node, args.loops, duration)
-    finally:
-        node.stop()
-        shutil.rmtree(top, ignore_errors=True)
 
 
 def run_bench(node: realnode.Node, loops: int, duration: float) -> None:

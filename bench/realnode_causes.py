@@ -42,10 +42,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +52,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import envtest  # noqa: E402
 import realnode  # noqa: E402
 from dynamo import GRAPH, conditions, dgds, make_graph  # noqa: E402
 from kube import Kube  # noqa: E402
@@ -330,18 +327,8 @@ def main() -> None:
     parser.add_argument("--every", type=float, default=3.0, help="seconds between two pairs of new workers")
     parser.add_argument("--ready-between", action="store_true", help="no readiness probe: Ready while they run")
     args = parser.parse_args()
-    found = realnode.parts()
-    top = Path(tempfile.mkdtemp(prefix="bench-realnode-causes-"))
-    node = realnode.make(found, envtest.binaries(), top / "node", top / "controlplane")
-    (top / "node").mkdir()
-    (top / "controlplane").mkdir()
-    node.start()
-    print(f"node up in {node.started_in:.1f}s", file=sys.stderr)
-    try:
+    with realnode.bench_node("bench-realnode-causes-") as (node, top):
         figures = run_bench(node, top, args.graphs, args.every, not args.ready_between)
-    finally:
-        node.stop()
-        shutil.rmtree(top, ignore_errors=True)
     report(figures, args.graphs, args.every, not args.ready_between)
 
 

@@ -635,6 +635,24 @@ def available() -> tuple[Parts, Path]:
         pytest.skip(f"real-node tests skipped: {exc}; to run them, {envtest.ENABLE}")
 
 
+@contextlib.contextmanager
+def bench_node(prefix: str) -> Iterator[tuple[Node, Path]]:
+    """A benchmark's node and a folder of its own, up for the `with` (both gone after it); not skipped:
+    a benchmark says what is missing and stops."""
+    found = parts()
+    top = Path(tempfile.mkdtemp(prefix=prefix))
+    node = make(found, envtest.binaries(), top / "node", top / "controlplane")
+    (top / "node").mkdir()
+    (top / "controlplane").mkdir()
+    node.start()
+    print(f"node up in {node.started_in:.1f}s", file=sys.stderr)
+    try:
+        yield node, top
+    finally:
+        node.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
 def started(tmp_path_factory: pytest.TempPathFactory, webhook_services: bool = False) -> Iterator[Node]:
     """A node and its control plane, up until the generator is closed (skipped as available() says).
 
