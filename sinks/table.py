@@ -15,6 +15,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
+from pipeline.views import GraphKey
 from sinks.crashed_output import LogReader, crashed, text_block
 from sinks.lines import (
     GRAPH_RESOURCE,
@@ -27,7 +28,6 @@ from sinks.lines import (
 )
 from sinks.text import printable
 
-GraphName = tuple[str, str]
 View = Literal["table", "wide", "json", "yaml", "name"]
 
 
@@ -72,7 +72,7 @@ def render_table(graphs: Sequence[GraphReadiness], namespaces: bool, wide: bool,
 class GraphTable:
     def __init__(
         self,
-        targets: Sequence[GraphName] | None,
+        targets: Sequence[GraphKey] | None,
         output: View | str,
         namespaces: bool,
         out: BinaryIO,
@@ -95,8 +95,8 @@ class GraphTable:
         self.out = out
         self.log = log
         self.stop = stop
-        self.missing: list[GraphName] | None = None  # set once printed
-        self._graphs: dict[GraphName, GraphReadiness] = {}
+        self.missing: list[GraphKey] | None = None  # set once printed
+        self._graphs: dict[GraphKey, GraphReadiness] = {}
 
     async def run(self, receive: ObjectReceiveStream[list[Output]]) -> None:
         async with receive:

@@ -19,6 +19,7 @@ import msgspec
 from anyio.abc import ObjectReceiveStream
 
 from pipeline.outputs import GraphReadiness, Listed, Output
+from pipeline.views import GraphKey
 from sinks.crashed_output import LastLines, LogReader, crashed, text_block
 from sinks.lines import (
     GRAPH_RESOURCE,
@@ -31,7 +32,6 @@ from sinks.lines import (
 )
 from sinks.text import printable
 
-GraphName = tuple[str, str]  # namespace, name
 Result = Literal["ready", "failed", "not_found", "timeout", "unreachable"]
 WaitOutput = Literal["text", "json", "yaml", "name"]
 
@@ -62,7 +62,7 @@ def describe(graph: GraphReadiness) -> str:
 class GraphWaiter:
     def __init__(
         self,
-        targets: Sequence[GraphName] | None,
+        targets: Sequence[GraphKey] | None,
         output: WaitOutput | str,
         out: BinaryIO,
         log: Callable[[str], None],
@@ -81,7 +81,7 @@ class GraphWaiter:
         self.reach = reach
         self.error: str | None = None
         self.logs = logs
-        self._decided: tuple[Result, list[GraphName], list[GraphName]] | None = None
+        self._decided: tuple[Result, list[GraphKey], list[GraphKey]] | None = None
         self.targets = list(targets) if targets is not None else None
         self.output = output
         self.out = out
@@ -89,8 +89,8 @@ class GraphWaiter:
         self.stop = stop
         self.scope = scope
         self.result: Result | None = None
-        self.graphs: dict[GraphName, GraphReadiness] = {}
-        self._shown: dict[GraphName, str] = {}
+        self.graphs: dict[GraphKey, GraphReadiness] = {}
+        self._shown: dict[GraphKey, str] = {}
         self._listed = False
         self._started = time.monotonic() if started is None else started
 
@@ -122,7 +122,7 @@ class GraphWaiter:
         self._finish(result, self._waited_for(), [])
         await self._say()
 
-    def _waited_for(self) -> list[GraphName]:
+    def _waited_for(self) -> list[GraphKey]:
         return self.targets if self.targets is not None else sorted(self.graphs)
 
     def _see(self, graph: GraphReadiness) -> None:
@@ -156,7 +156,7 @@ class GraphWaiter:
         elif all(graph.verdict == "ready" for graph in graphs):
             self._finish("ready", names, [])
 
-    def _finish(self, result: Result, names: list[GraphName], missing: list[GraphName]) -> None:
+    def _finish(self, result: Result, names: list[GraphKey], missing: list[GraphKey]) -> None:
         self.result = result
         self._decided = (result, names, missing)
 
@@ -188,7 +188,7 @@ class GraphWaiter:
         self.stop()
 
     def _text_lines(
-        self, result: Result, graphs: list[GraphReadiness], names: list[GraphName], missing: list[GraphName]
+        self, result: Result, graphs: list[GraphReadiness], names: list[GraphKey], missing: list[GraphKey]
     ) -> list[str]:
         """The result as text: a line a graph (under a failed one, why), then those missing or unseen."""
         lines = [line for graph in graphs for line in (_result_line(graph, result), *_why(graph))]
