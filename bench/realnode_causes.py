@@ -33,7 +33,12 @@ it arrives) is the clock:
 - the read alone: the reader's own read (stream.sources.crash_output: GET the Pod, its log, the Pod again),
   of the last crash of a crash-looping worker no crashwatch watches, 20 one after the other;
 - the classification alone: `pipeline.causes.scan.classify` on the output, its first call (the catalog
-  loads then) and a warm one.
+  loads then) and a warm one;
+- the three slowest graphs step by step, on one clock from the benchmark's sight of the first crash: when
+  the record saw that crash, when its read of it ended, when the DGD version came (the steps above, joined
+  per graph rather than read from their maxima);
+- the graphs of namespace `certain` that the crash-loop rule failed before a certain cause was read (no
+  first-crash verdict: the record is then kept in .cache/bench/realnode-causes-record.jsonl).
 
 Target: the first-crash verdict under 1 s with the log read.
 """
@@ -42,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import time
@@ -98,6 +104,7 @@ class Graph:
     loop: Version | None = None  # ... on which the crash-loop rule first holds
     verdict: Version | None = None  # the DGD version: certain (namespace certain), failed (baseline)
     restarts: int = 0  # the restart count of the Pod's last version written before the verdict
+    missed: Version | None = None  # (namespace certain) the DGD version failed by another rule first
     scaled: bool = False
 
 
@@ -110,11 +117,15 @@ class Figures:
     to_read: list[float] = field(default_factory=list)  # the record: its sight of the crash -> its read's end
     read_to_verdict: list[float] = field(default_factory=list)  # its read's end -> the DGD version (run's)
     skipped: int = 0  # first crashes whose output the record did not read
+    missed: list[str] = field(default_factory=list)  # graphs failed by the crash-loop rule before a cause was read
     read_alone: list[float] = field(default_factory=list)
     read_skipped: int = 0
     read_failed: int = 0
     classify_first: float = 0.0
     classify_warm: float = 0.0
+    # each graph's first crash, on one clock (wall seconds): the benchmark's sight of it, the record's, the
+    # end of the record's read of it (None where the record has none), the DGD version's arrival
+    steps: dict[str, tuple[float, float | None, float | None, float]] = field(default_factory=dict)
 
 
 def describe(values: list[float]) -> str:
@@ -131,7 +142,11 @@ def follow(graphs: dict[str, dict[str, Graph]], pods: Versions, dgds_seen: Versi
         versions = pods.snapshot(namespace)
         for version in dgds_seen.snapshot(namespace):
             g = graphs[namespace].get(graph_of(version.obj))
-            if g is not None and g.verdict is None and wanted(version.obj):
+            if g is None or g.verdict is not None or g.missed is not None:
+                continue
+            if namespace == CERTAIN and failed(version.obj) and not certain(version.obj):
+                g.missed = version  # the crash-loop rule came first: no certain cause read by then
+            elif wanted(version.obj):
                 g.verdict = version
                 before = [v.obj for v in versions if graph_of(v.obj) == g.name and v.revision < version.revision]
                 g.restarts = restarts(before[-1]) if before else 0
@@ -172,6 +187,8 @@ def breakdown(figures: Figures, graphs: dict[str, Graph], record: Path, offset: 
         if saw is not None:
             figures.to_read.append(when - saw)
         figures.read_to_verdict.append(g.verdict.arrived + offset - when)
+        if g.crash is not None:
+            figures.steps[g.name] = (g.crash.arrived + offset, saw, when, g.verdict.arrived + offset)
 
 
 def read_alone(kube: Kube, kubeconfig: str, namespace: str, times: int) -> tuple[list[float], int, int]:
@@ -258,7 +275,7 @@ def run_bench(node: realnode.Node, folder: Path, count: int, every: float, probe
                 follow(graphs, pods, graph_versions)
                 for namespace, by_name in graphs.items():
                     for g in by_name.values():
-                        if g.verdict is not None and not g.scaled:
+                        if (g.verdict is not None or g.missed is not None) and not g.scaled:
                             kube.merge_patch(
                                 f"/apis/apps/v1/namespaces/{namespace}/deployments/{g.name}-worker",
                                 {"spec": {"replicas": 0}},
@@ -291,8 +308,14 @@ def run_bench(node: realnode.Node, folder: Path, count: int, every: float, probe
         if b.loop is not None and b.verdict is not None:
             figures.rule.append(b.verdict.arrived - b.loop.arrived)
     breakdown(figures, graphs[CERTAIN], record, offset)
+    figures.missed = [n for n in names if graphs[CERTAIN][n].missed is not None]
+    if figures.missed:  # kept for a look at what the reader did (the node's folder goes with the node)
+        kept = ROOT / ".cache" / "bench" / "realnode-causes-record.jsonl"
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(record, kept)
+        print(f"the record of namespace {CERTAIN} kept in {kept}", file=sys.stderr)
     figures.classify_first, figures.classify_warm = classification()
-    missing = [n for n in names if graphs[CERTAIN][n].verdict is None or graphs[BASELINE][n].verdict is None]
+    missing = [n for n in names if graphs[BASELINE][n].verdict is None or not _decided(graphs[CERTAIN][n])]
     if missing:
         print(f"no verdict seen within 10 minutes for {', '.join(missing)}", file=sys.stderr)
     return figures
@@ -312,6 +335,8 @@ def report(figures: Figures, count: int, every: float, probed: bool) -> None:
     print(f"  the crash seen -> its read ended (pacing, the Pod, the log, the Pod): {describe(figures.to_read)}")
     print(f"  the read ended -> the DGD version seen (classify, write, deliver): {describe(figures.read_to_verdict)}")
     print(f"  graphs whose first crash's read was skipped (the Pod's status moved during it): {figures.skipped}")
+    missed = f" ({', '.join(figures.missed)})" if figures.missed else ""
+    print(f"  graphs failed by the crash-loop rule before a certain cause was read: {len(figures.missed)}{missed}")
     alone = describe(figures.read_alone)
     print(f"  the reader's read alone (GET Pod, GET log, GET Pod), 20 in a row: {alone}")
     print(f"    of which skipped (the run moved while read): {figures.read_skipped}, failed: {figures.read_failed}")
@@ -319,6 +344,20 @@ def report(figures: Figures, count: int, every: float, probed: bool) -> None:
         f"  the classification alone: first call {figures.classify_first * 1000:.1f} ms (the catalog loads), "
         f"warm {figures.classify_warm * 1000:.2f} ms"
     )
+    slowest = sorted(figures.steps.items(), key=lambda item: item[1][0] - item[1][3])[:3]
+    if slowest:
+        print("the slowest graphs, from the benchmark's sight of the first crash (s):")
+    for name, (crash, saw, read, verdict) in slowest:
+        seen, ended, written = (_after(crash, moment) for moment in (saw, read, verdict))
+        print(f"  {name}: the record saw it {seen}, its read ended {ended}, the DGD version seen {written}")
+
+
+def _decided(g: Graph) -> bool:
+    return g.verdict is not None or g.missed is not None
+
+
+def _after(start: float, moment: float | None) -> str:
+    return "-" if moment is None else f"{moment - start:+.3f}"
 
 
 def main() -> None:
