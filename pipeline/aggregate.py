@@ -68,8 +68,7 @@ class Aggregator:
         self._reported: dict[ComponentKey, Finding] = {}  # each failing component's verdict
         self.graphs = Graphs()
         self.findings = PodFindings(store, recovery_window, settings)
-        self.causes = CrashCauses(self.pods, self.pods_of_component, settings.fail_fast, store.down_awaited)
-        self._explains = explains  # ask for each new crash's output (a live reader answers)
+        self.causes = CrashCauses(self.pods, self.pods_of_component, settings.fail_fast, store.down_awaited, explains)
         self.replacements = replacing = Replacements(self.pods, self.pods_of_component, backends)
         verdicts = Verdicts(self._reported, self.graphs.verdict, replacing.replacing, replacing.in_graph)
         self.planner = planner = StatusPlanner(store, backends, settings.failed_state == "all", verdicts)
@@ -180,8 +179,9 @@ class Aggregator:
         if self.replacements.superseded:
             self.replacements.forget(key, new)
         asks: list[Output] = []  # a new crash's output, to read why, asked for once
-        if self._explains or self.causes.asked:
-            down, asks = self.causes.observe(key, old, new, time, self._explains)
+        causes = self.causes
+        if causes.asks or causes.asked:
+            down, asks = causes.observe(key, old, new, time)
             if down is not None:
                 self.findings.hold(key, *down)  # Ready when its certain cause came, down now
         old_component = old.component if old is not None else None

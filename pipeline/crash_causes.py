@@ -31,7 +31,7 @@ CrashKey = tuple[str, str, str]
 
 
 class CrashCauses:
-    __slots__ = ("asked", "awaited", "causes", "fail_fast", "pods", "pods_of")
+    __slots__ = ("asked", "asks", "awaited", "causes", "fail_fast", "pods", "pods_of")
 
     def __init__(
         self,
@@ -39,11 +39,13 @@ class CrashCauses:
         pods_of: Callable[[ComponentKey], Collection[ObjectKey]],
         fail_fast: bool,
         awaited: dict[ObjectKey, Finding],
+        asks: bool = False,
     ) -> None:
         """`pods`: the store's Pods; `pods_of`: a component's Pods; `fail_fast`: fail a Pod at its first
         crash when the cause is certain; `awaited`: the store's Pods that were Ready when their crash's
-        certain cause came, with the finding they fail with when they go down (the filter reads it)."""
-        self.pods, self.pods_of, self.fail_fast, self.awaited = pods, pods_of, fail_fast, awaited
+        certain cause came, with the finding they fail with when they go down (the filter reads it); `asks`:
+        ask for each new crash's output (a live reader answers; a replay's record holds them)."""
+        self.pods, self.pods_of, self.fail_fast, self.awaited, self.asks = pods, pods_of, fail_fast, awaited, asks
         self.asked: dict[ObjectKey, CrashKey] = {}  # the last crash whose output was asked for, per Pod
         self.causes: dict[ObjectKey, tuple[CrashKey, Cause]] = {}  # the last crash explained, per Pod
 
@@ -109,10 +111,10 @@ class CrashCauses:
         return msgspec.structs.replace(finding, cause=cause)
 
     def observe(
-        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None, asks: bool
+        self, key: ObjectKey, old: PodView | None, new: PodView | None, time: str | None
     ) -> tuple[tuple[PodView, Finding] | None, list[Output]]:
         """A Pod changed, heard once: if it is gone, or replaced under its name, its crashes go with it; if
-        it was awaited and is down now, it and the finding to hold it to (see `down`); and, where `asks`, if
+        it was awaited and is down now, it and the finding to hold it to (see `down`); and, where it `asks`, if
         it shows a crash it did not show before and speaks for its component, the output to ask for, once."""
         asked = self.asked.get(key)
         if asked is not None and (new is None or asked[0] != new.uid):
@@ -121,7 +123,7 @@ class CrashCauses:
             self.awaited.pop(key, None)
         down = self.down(key, new) if new is not None and key in self.awaited else None
         held = (new, down) if new is not None and down is not None else None
-        return held, self._ask(key, old, new, time) if asks else []
+        return held, self._ask(key, old, new, time) if self.asks else []
 
     def _ask(self, key: ObjectKey, old: PodView | None, view: PodView | None, time: str | None) -> list[Output]:
         """The output to ask for if the Pod shows a crash it did not show before, is the Pod that speaks

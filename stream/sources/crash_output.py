@@ -203,7 +203,8 @@ class CrashOutputReader:
         except ApiError as exc:
             self._trouble(exc, "pods", wanted)
             return None
-        for _ in range(2):  # once more when the container restarted during the read (see below)
+        while True:  # once more when the container restarted during the read (see below): at most twice,
+            # as a run can move from the plain log to `previous` only once
             if previous is None:
                 return None
             try:
@@ -232,8 +233,6 @@ class CrashOutputReader:
             # container without a readiness probe is Ready again): the plain log read may be the new run's,
             # but the run is the previous instance now, and is read there
             previous = now
-        else:
-            return None
         text = tail.data.decode("utf-8", errors="replace")
         return CrashOutput(
             namespace,

@@ -69,6 +69,12 @@ def logs(api: FakeApi) -> list[Request]:
     return [r for r in api.requests if r.path.endswith("/log")]
 
 
+async def log_asked(api: FakeApi) -> None:
+    """Until the reader has asked for a log (the moment a test moves the Pod on under it)."""
+    while not logs(api):
+        await anyio.sleep(0.01)
+
+
 def pod_reads(api: FakeApi) -> list[Request]:
     return [r for r in api.requests if r.method == "GET" and "/pods/" in r.path and not r.path.endswith("/log")]
 
@@ -136,8 +142,7 @@ async def test_a_run_whose_container_restarts_while_it_is_read_is_read_again_as_
     async with anyio.create_task_group() as tg:
 
         async def restart() -> None:
-            while not logs(api):
-                await anyio.sleep(0.01)
+            await log_asked(api)
             api.put("pods", worker(state=then))
             api.put_log("ns", "w-0", "main", b"the new run starting\n")
             api.put_log("ns", "w-0", "main", GATED, previous=True)
@@ -158,8 +163,7 @@ async def test_a_run_that_moves_past_while_it_is_read_is_skipped(api: FakeApi, c
     async with anyio.create_task_group() as tg:
 
         async def crash_again() -> None:
-            while not logs(api):
-                await anyio.sleep(0.01)
+            await log_asked(api)
             api.put("pods", worker(state="waiting", last_ended="2026-11-20T10:03:00Z"))
 
         tg.start_soon(crash_again)
